@@ -1,0 +1,43 @@
+#pragma once
+
+#include <cstddef>
+
+#include <executorch/runtime/core/error.h>
+#include <executorch/runtime/platform/export.h>
+
+namespace executorch {
+namespace runtime {
+
+// A delegate: runs the parts of a program lowered to it. Implementations live in their own
+// libraries and register one instance with register_backend() from a static initializer.
+class EXECUTORCH_API BackendInterface {
+ public:
+  virtual ~BackendInterface();
+
+  // Whether this backend can run here (e.g. a usable GPU exists). Never throws.
+  virtual bool is_available() const = 0;
+};
+
+// A name and the backend registered under it. `name` must outlive the registry (a literal).
+struct Backend {
+  const char* name;
+  BackendInterface* backend;
+};
+
+// Most backends a process can register.
+constexpr size_t kMaxRegisteredBackends = 16;
+
+// Adds `backend` to the process-wide registry. Errors: InvalidArgument (null name or backend),
+// RegistrationAlreadyRegistered (name taken), RegistrationExceedingMaxKernels (registry full).
+EXECUTORCH_API Error register_backend(const Backend& backend);
+
+// The backend registered as `name`, or nullptr.
+EXECUTORCH_API BackendInterface* get_backend_class(const char* name);
+
+EXECUTORCH_API size_t get_num_registered_backends();
+
+// The name of the index-th registered backend, or nullptr when out of range.
+EXECUTORCH_API const char* get_backend_name(size_t index);
+
+}  // namespace runtime
+}  // namespace executorch

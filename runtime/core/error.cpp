@@ -1,0 +1,27 @@
+#include <executorch/runtime/core/error.h>
+
+namespace executorch {
+namespace runtime {
+
+const char* to_string(Error error) {
+  switch (error) {
+    case Error::Ok: return "Ok";
+    case Error::Internal: return "Internal";
+    case Error::InvalidState: return "InvalidState";
+    case Error::InvalidArgument: return "InvalidArgument";
+    case Error::NotFound: return "NotFound";
+    case Error::NotSupported: return "NotSupported";
+    case Error::NotImplemented: return "NotImplemented";
+    case Error::MemoryAllocationFailed: return "MemoryAllocationFailed";
+    case Error::InvalidProgram: return "InvalidProgram";
+    case Error::DelegateInvalidCompatibility: return "DelegateInvalidCompatibility";
+    case Error::DelegateMemoryAllocationFailed: return "DelegateMemoryAllocationFailed";
+    case Error::DelegateInvalidHandle: return "DelegateInvalidHandle";
+    case Error::RegistrationExceedingMaxKernels: return "RegistrationExceedingMaxKernels";
+    case Error::RegistrationAlreadyRegistered: return "RegistrationAlreadyRegistered";
+  }
+  return "Unknown";
+}
+
+}  // namespace runtime
+}  // namespace executorch
