@@ -12,7 +12,7 @@ rc=(
   "# Written by tools/buildroot/stubs.sh: the build root's offline configuration."
   "startup --output_user_root=$state/bazel"
 )
-for name in protobuf zlib buildozer apple_support rules_pkg stardoc rules_testing; do
+for name in protobuf zlib buildozer apple_support; do
   mkdir -p "$root$stubs/$name"
   printf 'module(name = "%s")\n' "$name" >"$root$stubs/$name/MODULE.bazel"
   : >"$root$stubs/$name/BUILD.bazel"

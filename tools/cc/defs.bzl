@@ -27,6 +27,6 @@ def executorch_shared_library(name, shared_lib_name, deps, dynamic_deps = [], ru
             # Keep every dynamic dep in DT_NEEDED: some (the CUDA delegate) matter only for the
             # static initializer that registers them, not for any symbol.
             "-Wl,--no-as-needed",
-        ] + ["-Wl,-rpath," + r.replace("$", "$$") for r in runpaths] + user_link_flags,
+        ] + ["-Wl,-rpath," + r for r in runpaths] + user_link_flags,
         **kwargs
     )

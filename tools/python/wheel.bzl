@@ -83,15 +83,27 @@ def _py_package_files_impl(ctx):
     for target, dest in ctx.attr.srcs.items():
         for f in target[DefaultInfo].files.to_list():
             out = ctx.actions.declare_file(dest + "/" + f.basename)
-            ctx.actions.symlink(output = out, target_file = f, is_executable = ctx.attr.executable)
+            ctx.actions.run(
+                executable = ctx.executable._install_file,
+                arguments = [f.path, out.path],
+                inputs = [f],
+                outputs = [out],
+                mnemonic = "InstallFile",
+                progress_message = "Placing %{input} in the package",
+            )
             outs.append(out)
     return [DefaultInfo(files = depset(outs), runfiles = ctx.runfiles(files = outs))]
 
 py_package_files = rule(
     implementation = _py_package_files_impl,
-    doc = "Places each target's files under <package>/<dest>/, keeping their names.",
+    doc = """Places each target's files under <package>/<dest>/, keeping their names, as installed:
+ELF files lose the runpath entries that point into Bazel's build tree.""",
     attrs = {
         "srcs": attr.label_keyed_string_dict(allow_files = True, doc = "target -> directory in this package"),
-        "executable": attr.bool(default = False),
+        "_install_file": attr.label(
+            default = Label("//tools/python:install_file"),
+            executable = True,
+            cfg = "exec",
+        ),
     },
 )

@@ -111,7 +111,7 @@ def write_wheel(args: argparse.Namespace) -> Path:
         files[dest] = src
     platform = auto_platform(files) if args.platform == "auto" else args.platform
     tag = f"{args.python_tag}-{args.abi}-{platform}"
-    name = f"{escape(args.distribution)}-{escape(args.version)}"
+    name = f"{escape(args.distribution)}-{args.version.replace('-', '_')}"
     dist_info = f"{name}.dist-info"
     out = Path(args.out_dir) / f"{name}-{tag}.whl"
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -157,7 +157,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--extra-requires", action="append", default=[])
     parser.add_argument("--entry-point", action="append", default=[])
     parser.add_argument("--file", action="append", default=[], help="ARCHIVE_PATH=FILE")
-    print(write_wheel(parser.parse_args(argv)))
+    write_wheel(parser.parse_args(argv))
 
 
 if __name__ == "__main__":
