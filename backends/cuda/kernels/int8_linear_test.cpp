@@ -42,8 +42,10 @@ int main() {
   int8_t *dw, *dx;
   float *ds, *dy;
   cudaError_t e;
-  if ((e = cudaMalloc(&dw, w.size())) || (e = cudaMalloc(&dx, x.size())) ||
-      (e = cudaMalloc(&ds, n * sizeof(float))) || (e = cudaMalloc(&dy, n * sizeof(float))))
+  if ((e = cudaMalloc(reinterpret_cast<void**>(&dw), w.size())) ||
+      (e = cudaMalloc(reinterpret_cast<void**>(&dx), x.size())) ||
+      (e = cudaMalloc(reinterpret_cast<void**>(&ds), n * sizeof(float))) ||
+      (e = cudaMalloc(reinterpret_cast<void**>(&dy), n * sizeof(float))))
     return fail("cudaMalloc", e);
   cudaMemcpy(dw, w.data(), w.size(), cudaMemcpyHostToDevice);
   cudaMemcpy(dx, x.data(), x.size(), cudaMemcpyHostToDevice);
