@@ -1,5 +1,5 @@
 // Runs launch_int8_linear on the GPU and compares with a CPU reference. Without a CUDA device it
-// reports the skip and exits 0 (CI has no GPU); on a GPU machine every element must match.
+// reports a skip (CI has no GPU); on a GPU machine every element must match.
 #include <cmath>
 #include <cstdio>
 #include <random>
@@ -8,6 +8,7 @@
 #include <cuda_runtime_api.h>
 
 #include <executorch/backends/cuda/kernels/int8_linear.h>
+#include <executorch/tests/cc/test_skip.h>
 
 namespace {
 
@@ -21,8 +22,7 @@ int fail(const char* what, cudaError_t e) {
 int main() {
   int devices = 0;
   if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
-    std::printf("SKIPPED: no CUDA device\n");
-    return 0;
+    return executorch::testing::skip_test("int8_linear_test", "no CUDA device");
   }
   const int n = 300, k = 1028;
   std::mt19937 rng(7);
