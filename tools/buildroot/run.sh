@@ -4,8 +4,8 @@
 #
 # Layout under $EXECUTORCH_BUILD_CACHE (default ~/.cache/executorch-build):
 #   root/            the Debian-testing tree: Bazel, its rules, g++-14, flatc, patchelf
-#   state/venv/      Python virtual environment on the host's interpreter (pytest, numpy, pyelftools,
-#                    flatbuffers, pybind11, the CUDA toolkit wheels)
+#   state/venvs/ID/  Python virtual environment on the host's interpreter, one per interpreter
+#                    (pytest, numpy, pyelftools, flatbuffers, pybind11, the CUDA toolkit wheels)
 #   state/bazel/     Bazel's output user root, so bazel-* links in the checkout resolve on the host too
 # state/, the checkout and the interpreter's prefix are bind-mounted at their own paths inside the root.
 set -euo pipefail
@@ -82,14 +82,15 @@ resolve_python() {
 
 ensure_venv() {
   local want
+  venv=$state/venvs/$(echo "$py_exe" | sha256sum | cut -c1-12)
   want=$(stamp_of "$here/requirements.txt" <(echo "$py_exe"))
-  [[ -f $state/venv/.executorch-ready && $(cat "$state/venv/.executorch-ready") == "$want" ]] && return
-  log "creating the Python environment $state/venv on $py_exe (pip; first use)"
-  rm -rf "$state/venv"
-  "$py_exe" -m venv "$state/venv"
-  "$state/venv/bin/python" -m pip install -q --disable-pip-version-check -r "$here/requirements.txt" ||
-    die "pip install into $state/venv failed"
-  echo "$want" >"$state/venv/.executorch-ready"
+  [[ -f $venv/.executorch-ready && $(cat "$venv/.executorch-ready") == "$want" ]] && return
+  log "creating the Python environment $venv on $py_exe (pip; first use)"
+  rm -rf "$venv"
+  "$py_exe" -m venv "$venv"
+  "$venv/bin/python" -m pip install -q --disable-pip-version-check -r "$here/requirements.txt" ||
+    die "pip install into $venv failed"
+  echo "$want" >"$venv/.executorch-ready"
 }
 
 mkdir -p "$cache" "$state"
@@ -107,7 +108,7 @@ while [[ $ws != / && ! -f $ws/MODULE.bazel ]]; do ws=$(dirname "$ws"); done
 [[ $ws == / || $ws == "$repo"/* || $ws == "$repo" ]] || binds+=("$ws")
 [[ -n ${CUDA_PATH:-} ]] && binds+=("$(readlink -f "$CUDA_PATH")")
 
-inner_env=(PYTHON_BIN_PATH="$state/venv/bin/python3")
+inner_env=(PYTHON_BIN_PATH="$venv/bin/python3")
 [[ -n ${CUDA_PATH:-} ]] && inner_env+=(CUDA_PATH="$(readlink -f "$CUDA_PATH")")
 
 set +e

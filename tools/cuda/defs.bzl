@@ -90,7 +90,7 @@ def _cuda_library_impl(ctx):
             inputs = depset([src], transitive = [compilation_context.headers]),
             outputs = [obj],
             mnemonic = "CudaCompile",
-            progress_message = "Compiling CUDA %{input}",
+            progress_message = "Compiling CUDA " + src.short_path,
             # nvcc runs the host compiler and its own tools from the toolkit, outside the execroot.
             execution_requirements = {"no-sandbox": "1"},
             use_default_shell_env = True,
