@@ -12,7 +12,7 @@ set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 repo=$(cd "$here/../.." && pwd)
-cache=${EXECUTORCH_BUILD_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/executorch-build}
+cache=${EXECUTORCH_BUILD_CACHE:-${XDG_CACHE_HOME:-${HOME:-/root}/.cache}/executorch-build}
 root=$cache/root
 state=$cache/state
 mirror=${EXECUTORCH_DEBIAN_MIRROR:-http://deb.debian.org/debian}

@@ -18,9 +18,15 @@ echo "== GPU"
 nvidia-smi --query-gpu=name,driver_version,compute_cap --format=csv,noheader
 
 echo "== pip install into a clean environment ($($python --version))"
-$python -m venv "$work/venv"
-"$work/venv/bin/pip" install -q --no-index --find-links "$art/wheels" "$art"/executorch-*.whl
-"$work/venv/bin/pip" list 2>/dev/null | grep -Ei 'executorch|nvidia|numpy'
+if $python -m venv "$work/venv" 2>/dev/null; then
+  pip=("$work/venv/bin/python" -m pip)
+else  # an interpreter without ensurepip: drive the new environment with the outer pip
+  rm -rf "$work/venv"
+  $python -m venv --without-pip "$work/venv"
+  pip=($python -m pip --python "$work/venv/bin/python")
+fi
+"${pip[@]}" install -q --no-index --find-links "$art/wheels" "$art"/executorch-*.whl
+"${pip[@]}" list 2>/dev/null | grep -Ei 'executorch|nvidia|numpy'
 
 echo "== the installed runtime's backend registry"
 mkdir "$work/empty"
