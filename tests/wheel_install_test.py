@@ -16,7 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.elf_symbols import env_flag, find_wheel
+from executorch.tools.symcheck import find_wheel
+from tests.flags import env_flag
 
 CUDA = env_flag("EXECUTORCH_CUDA")
 

@@ -16,7 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.elf_symbols import Wheel, env_flag, open_wheel
+from executorch.tools.symcheck import EXECUTORCH_COMPONENTS, Wheel, check, open_wheel
+from tests.flags import env_flag
 
 RUNTIME = "executorch/lib/libexecutorch.so.1"
 DELEGATE = "executorch/lib/libexecutorch_cuda_backend.so.1"
@@ -165,3 +166,26 @@ def test_cpu_build_has_one_registry_and_no_delegate(cpu_wheel: Wheel) -> None:
     assert DELEGATE not in cpu_wheel.objects
     for token in REGISTRY_API:
         assert cpu_wheel.definers(token) == [RUNTIME]
+
+
+def test_symcheck_passes_on_the_wheel_and_names_each_definer(wheel: Wheel, capsys: pytest.CaptureFixture[str]) -> None:
+    from executorch.tools import symcheck
+
+    statuses = {f.component.name: f.status for f in check(wheel, EXECUTORCH_COMPONENTS)}
+    assert statuses == {"backend registry": "ok", "CUDA delegate": "ok" if CUDA else "absent"}
+    assert symcheck.main([str(wheel.path), "--duplicates"]) == 0
+    out = capsys.readouterr().out
+    assert f"ok     backend registry  owner {RUNTIME}; defined by: {RUNTIME}" in out
+    assert "0 strong symbols exported by two or more shared objects" in out
+
+
+def test_symcheck_fails_where_the_runtime_is_linked_into_another_object(static_wheel: Wheel, capsys: pytest.CaptureFixture[str]) -> None:
+    # The static build folds the runtime into the extension: against the shared layout's owners
+    # that is exactly the defect the checker exists for, so it must fail and name the definer.
+    from executorch.tools import symcheck
+
+    ext = extension(static_wheel)
+    registry = next(f for f in check(static_wheel, EXECUTORCH_COMPONENTS) if f.component.name == "backend registry")
+    assert registry.status == "FAIL" and registry.definers == [ext]
+    assert symcheck.main([str(static_wheel.path)]) == 1
+    assert f"FAIL   backend registry  owner {RUNTIME}; defined by: {ext}" in capsys.readouterr().out
