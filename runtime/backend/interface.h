@@ -3,10 +3,22 @@
 #include <cstddef>
 
 #include <executorch/runtime/core/error.h>
+#include <executorch/runtime/core/evalue.h>
+#include <executorch/runtime/core/result.h>
+#include <executorch/runtime/core/span.h>
 #include <executorch/runtime/platform/export.h>
 
 namespace executorch {
 namespace runtime {
+
+// A key/value option the exporter attached to a delegate call.
+struct CompileSpec {
+  const char* key;
+  Span<const uint8_t> value;
+};
+
+// Whatever a backend keeps for one delegate call site between init and destroy.
+using DelegateHandle = void;
 
 // A delegate: runs the parts of a program lowered to it. Implementations live in their own
 // libraries and register one instance with register_backend() from a static initializer.
@@ -16,6 +28,16 @@ class EXECUTORCH_API BackendInterface {
 
   // Whether this backend can run here (e.g. a usable GPU exists). Never throws.
   virtual bool is_available() const = 0;
+
+  // Prepares `processed` (the exporter's payload; valid only during this call) for execution.
+  virtual Result<DelegateHandle*> init(Span<const uint8_t> processed,
+                                       Span<const CompileSpec> compile_specs) const = 0;
+
+  // Runs a prepared delegate call: `args` are its inputs followed by its outputs.
+  virtual Error execute(DelegateHandle* handle, Span<EValue*> args) const = 0;
+
+  // Releases what init made. Called once per successful init.
+  virtual void destroy(DelegateHandle* handle) const = 0;
 };
 
 // A name and the backend registered under it. `name` must outlive the registry (a literal).

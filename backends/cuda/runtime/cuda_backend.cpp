@@ -4,6 +4,8 @@
 
 #include <cuda_runtime_api.h>
 
+#include <executorch/runtime/core/log.h>
+
 namespace executorch {
 namespace backends {
 namespace cuda {
@@ -16,6 +18,21 @@ class CudaBackend final : public runtime::BackendInterface {
     // No driver, no device, or a driver older than the runtime all mean "not here".
     return cudaGetDeviceCount(&devices) == cudaSuccess && devices > 0;
   }
+
+  runtime::Result<runtime::DelegateHandle*> init(runtime::Span<const uint8_t> /*processed*/,
+                                                 runtime::Span<const runtime::CompileSpec> /*specs*/) const override {
+    if (!is_available()) {
+      return ET_ERROR(runtime::Error::DelegateInvalidCompatibility, "%s: no usable CUDA device", kCudaBackendName);
+    }
+    // The delegate payload format (subgraph, constants, device memory plan) is not built yet.
+    return ET_ERROR(runtime::Error::NotImplemented, "%s cannot execute delegate payloads yet", kCudaBackendName);
+  }
+
+  runtime::Error execute(runtime::DelegateHandle* /*handle*/, runtime::Span<runtime::EValue*> /*args*/) const override {
+    return ET_ERROR(runtime::Error::NotImplemented, "%s cannot execute delegate payloads yet", kCudaBackendName);
+  }
+
+  void destroy(runtime::DelegateHandle* /*handle*/) const override {}
 };
 
 // Registers at load time: linking (or dlopen-ing) this library is all a program has to do.

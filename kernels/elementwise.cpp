@@ -1,0 +1,337 @@
+// Elementwise kernels with PyTorch's broadcasting: arithmetic, comparisons, where, activations.
+// The output's dtype (planned by the exporter from PyTorch's type promotion) picks the arithmetic:
+// float32 outputs compute in float, integer outputs in int64, bool outputs compare in double.
+#include <algorithm>
+#include <cmath>
+
+#include "kernels/kernel_util.h"
+
+namespace executorch {
+namespace kernels {
+namespace {
+
+constexpr int kMaxDim = runtime::kTensorDimensionLimit;
+
+// A tensor argument or a scalar one (PyTorch passes Python numbers for `other`).
+struct Operand {
+  const Tensor* tensor = nullptr;
+  double scalar = 0;
+};
+
+Error operand_at(Args args, size_t i, const char* op, Operand* out) {
+  KCHECK(i < args.size(), "%s: missing argument %zu", op, i);
+  if (args[i]->is_tensor()) {
+    Tensor* t;
+    ET_TRY(tensor_at(args, i, op, &t));
+    KCHECK(is_supported_dtype(t->scalar_type()), "%s: argument %zu has unsupported dtype %s", op, i,
+           runtime::to_string(t->scalar_type()));
+    out->tensor = t;
+  } else {
+    ET_TRY(double_at(args, i, op, &out->scalar));
+  }
+  return Error::Ok;
+}
+
+template <typename T>
+T read(const Operand& o, int64_t offset) {
+  return o.tensor ? load<T>(*o.tensor, offset) : static_cast<T>(o.scalar);
+}
+
+// out = f(a, b) elementwise with broadcasting; T is the compute type.
+template <typename T, typename F>
+Error apply_binary(const Operand& a, const Operand& b, const Tensor& out, const char* op, F f) {
+  int64_t strides[2][kMaxDim] = {};
+  if (a.tensor) ET_TRY(broadcast_strides(*a.tensor, out, op, strides[0]));
+  if (b.tensor) ET_TRY(broadcast_strides(*b.tensor, out, op, strides[1]));
+  // Fast path: float32 everywhere, `a` the output's shape, `b` the same shape or a scalar.
+  if (std::is_same<T, float>::value && out.scalar_type() == ScalarType::Float && a.tensor &&
+      a.tensor->scalar_type() == ScalarType::Float && same_shape(*a.tensor, out) &&
+      (!b.tensor || (b.tensor->scalar_type() == ScalarType::Float && same_shape(*b.tensor, out)))) {
+    const float* pa = a.tensor->data_ptr<float>();
+    const float* pb = b.tensor ? b.tensor->data_ptr<float>() : nullptr;
+    const float sb = static_cast<float>(b.scalar);
+    float* po = out.data_ptr<float>();
+    extension::threadpool::parallel_for(0, out.numel(), 32768, [&](int64_t i0, int64_t i1) {
+      if (pb) {
+        for (int64_t i = i0; i < i1; ++i) po[i] = static_cast<float>(f(pa[i], pb[i]));
+      } else {
+        for (int64_t i = i0; i < i1; ++i) po[i] = static_cast<float>(f(pa[i], sb));
+      }
+    });
+    return Error::Ok;
+  }
+  for_each_broadcast<2>(out, strides, [&](int64_t i, const int64_t* offs) {
+    store<T>(out, i, static_cast<T>(f(read<T>(a, offs[0]), read<T>(b, offs[1]))));
+  });
+  return Error::Ok;
+}
+
+enum class Math { Float, Int, Double };
+
+Error output_at(Args args, size_t i, const char* op, Tensor** out, Math* math) {
+  ET_TRY(tensor_at(args, i, op, out));
+  switch ((*out)->scalar_type()) {
+    case ScalarType::Float: *math = Math::Float; break;
+    case ScalarType::Double: *math = Math::Double; break;
+    case ScalarType::Long: case ScalarType::Int: case ScalarType::Bool: case ScalarType::Byte: case ScalarType::Char:
+      *math = Math::Int;
+      break;
+    default:
+      return ET_ERROR(Error::InvalidArgument, "%s: output dtype %s is not supported", op,
+                      runtime::to_string((*out)->scalar_type()));
+  }
+  return Error::Ok;
+}
+
+template <typename F>
+Error binary(Args args, const char* op, bool has_alpha, F f) {
+  const size_t n = has_alpha ? 4 : 3;
+  ET_TRY(check_count(args, n, op));
+  Operand a, b;
+  ET_TRY(operand_at(args, 0, op, &a));
+  ET_TRY(operand_at(args, 1, op, &b));
+  KCHECK(a.tensor != nullptr, "%s: the first argument must be a tensor", op);
+  double alpha = 1.0;
+  if (has_alpha) ET_TRY(double_at(args, 2, op, &alpha));
+  Tensor* out;
+  Math math;
+  ET_TRY(output_at(args, n - 1, op, &out, &math));
+  switch (math) {
+    case Math::Float: {
+      const float al = static_cast<float>(alpha);
+      return apply_binary<float>(a, b, *out, op, [&](float x, float y) { return f(x, y, al); });
+    }
+    case Math::Double:
+      return apply_binary<double>(a, b, *out, op, [&](double x, double y) { return f(x, y, alpha); });
+    case Math::Int: {
+      const int64_t al = static_cast<int64_t>(alpha);
+      return apply_binary<int64_t>(a, b, *out, op, [&](int64_t x, int64_t y) { return f(x, y, al); });
+    }
+  }
+  return Error::Internal;
+}
+
+template <typename F>
+Error compare(Args args, const char* op, F f) {
+  ET_TRY(check_count(args, 3, op));
+  Operand a, b;
+  ET_TRY(operand_at(args, 0, op, &a));
+  ET_TRY(operand_at(args, 1, op, &b));
+  KCHECK(a.tensor != nullptr, "%s: the first argument must be a tensor", op);
+  Tensor* out;
+  ET_TRY(tensor_at(args, 2, op, &out));
+  ET_TRY(check_dtype(*out, ScalarType::Bool, op, "output"));
+  return apply_binary<double>(a, b, *out, op, [&](double x, double y) { return f(x, y) ? 1.0 : 0.0; });
+}
+
+#define BINARY(fn, name, alpha, expr) \
+  Error fn(KernelRuntimeContext&, Args args) { return binary(args, name, alpha, [](auto x, auto y, auto al) { (void)al; return expr; }); }
+BINARY(add, "aten::add.Tensor", true, x + al * y)
+BINARY(add_scalar, "aten::add.Scalar", true, x + al * y)
+BINARY(sub, "aten::sub.Tensor", true, x - al * y)
+BINARY(sub_scalar, "aten::sub.Scalar", true, x - al * y)
+BINARY(mul, "aten::mul.Tensor", false, x * y)
+BINARY(mul_scalar, "aten::mul.Scalar", false, x * y)
+BINARY(maximum, "aten::maximum", false, (x > y || x != x) ? x : y)
+BINARY(minimum, "aten::minimum", false, (x < y || x != x) ? x : y)
+#undef BINARY
+
+// True division: integer inputs divide in the output's (floating) type.
+Error div(KernelRuntimeContext&, Args args) {
+  return binary(args, "aten::div.Tensor", false, [](auto x, auto y, auto) { return x / y; });
+}
+Error div_scalar(KernelRuntimeContext&, Args args) {
+  return binary(args, "aten::div.Scalar", false, [](auto x, auto y, auto) { return x / y; });
+}
+Error pow_tensor_tensor(KernelRuntimeContext&, Args args) {
+  return binary(args, "aten::pow.Tensor_Tensor", false, [](auto x, auto y, auto) { return std::pow(x, y); });
+}
+Error pow_tensor_scalar(KernelRuntimeContext&, Args args) {
+  return binary(args, "aten::pow.Tensor_Scalar", false, [](auto x, auto y, auto) {
+    using T = decltype(x);
+    if (y == T(2)) return x * x;
+    if (y == T(0.5)) return static_cast<T>(std::sqrt(x));
+    return static_cast<T>(std::pow(x, y));
+  });
+}
+
+#define COMPARE(fn, name, expr) \
+  Error fn(KernelRuntimeContext&, Args args) { return compare(args, name, [](double x, double y) { return expr; }); }
+COMPARE(eq_tensor, "aten::eq.Tensor", x == y)
+COMPARE(eq_scalar, "aten::eq.Scalar", x == y)
+COMPARE(ne_tensor, "aten::ne.Tensor", x != y)
+COMPARE(ne_scalar, "aten::ne.Scalar", x != y)
+COMPARE(lt_tensor, "aten::lt.Tensor", x < y)
+COMPARE(lt_scalar, "aten::lt.Scalar", x < y)
+COMPARE(le_tensor, "aten::le.Tensor", x <= y)
+COMPARE(le_scalar, "aten::le.Scalar", x <= y)
+COMPARE(gt_tensor, "aten::gt.Tensor", x > y)
+COMPARE(gt_scalar, "aten::gt.Scalar", x > y)
+COMPARE(ge_tensor, "aten::ge.Tensor", x >= y)
+COMPARE(ge_scalar, "aten::ge.Scalar", x >= y)
+COMPARE(logical_and, "aten::logical_and", x != 0 && y != 0)
+COMPARE(logical_or, "aten::logical_or", x != 0 || y != 0)
+#undef COMPARE
+
+// where(condition, self, other): three-way broadcast.
+Error where(KernelRuntimeContext&, Args args) {
+  const char* op = "aten::where.self";
+  ET_TRY(check_count(args, 4, op));
+  Tensor* cond;
+  ET_TRY(tensor_at(args, 0, op, &cond));
+  ET_TRY(check_dtype(*cond, ScalarType::Bool, op, "condition"));
+  Operand a, b;
+  ET_TRY(operand_at(args, 1, op, &a));
+  ET_TRY(operand_at(args, 2, op, &b));
+  Tensor* out;
+  Math math;
+  ET_TRY(output_at(args, 3, op, &out, &math));
+  int64_t strides[3][kMaxDim] = {};
+  ET_TRY(broadcast_strides(*cond, *out, op, strides[0]));
+  if (a.tensor) ET_TRY(broadcast_strides(*a.tensor, *out, op, strides[1]));
+  if (b.tensor) ET_TRY(broadcast_strides(*b.tensor, *out, op, strides[2]));
+  const bool* c = cond->data_ptr<bool>();
+  for_each_broadcast<3>(*out, strides, [&](int64_t i, const int64_t* offs) {
+    store<double>(*out, i, c[offs[0]] ? read<double>(a, offs[1]) : read<double>(b, offs[2]));
+  });
+  return Error::Ok;
+}
+
+// out = f(self) for float32 tensors of one shape.
+template <typename F>
+Error unary(Args args, const char* op, size_t n, F f) {
+  ET_TRY(check_count(args, n, op));
+  Tensor *in, *out;
+  ET_TRY(tensor_at(args, 0, op, &in));
+  ET_TRY(tensor_at(args, n - 1, op, &out));
+  ET_TRY(check_dtype(*in, ScalarType::Float, op, "input"));
+  ET_TRY(check_dtype(*out, ScalarType::Float, op, "output"));
+  ET_TRY(check_numel(*out, in->numel(), op, "output"));
+  const float* x = in->data_ptr<float>();
+  float* y = out->data_ptr<float>();
+  extension::threadpool::parallel_for(0, in->numel(), 16384, [&](int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; ++i) y[i] = f(x[i]);
+  });
+  return Error::Ok;
+}
+
+#define UNARY(fn, name, expr) \
+  Error fn(KernelRuntimeContext&, Args args) { return unary(args, name, 2, [](float x) -> float { return expr; }); }
+UNARY(neg, "aten::neg", -x)
+UNARY(relu, "aten::relu", x > 0.f ? x : 0.f)
+UNARY(silu, "aten::silu", x / (1.f + std::exp(-x)))
+UNARY(sigmoid, "aten::sigmoid", 1.f / (1.f + std::exp(-x)))
+UNARY(tanh_, "aten::tanh", std::tanh(x))
+UNARY(exp_, "aten::exp", std::exp(x))
+UNARY(log_, "aten::log", std::log(x))
+UNARY(sqrt_, "aten::sqrt", std::sqrt(x))
+UNARY(rsqrt, "aten::rsqrt", 1.f / std::sqrt(x))
+UNARY(abs_, "aten::abs", std::fabs(x))
+UNARY(reciprocal, "aten::reciprocal", 1.f / x)
+UNARY(sin_, "aten::sin", std::sin(x))
+UNARY(cos_, "aten::cos", std::cos(x))
+UNARY(erf_, "aten::erf", std::erf(x))
+#undef UNARY
+
+// gelu(self, approximate): "none" (erf) or "tanh".
+Error gelu(KernelRuntimeContext&, Args args) {
+  const char* op = "aten::gelu";
+  ET_TRY(check_count(args, 3, op));
+  KCHECK(args[1]->tag() == EValue::Tag::String, "%s: approximate must be a string", op);
+  const auto mode = args[1]->to_string();
+  const bool tanh_mode = mode.size() == 4 && std::memcmp(mode.data(), "tanh", 4) == 0;
+  KCHECK(tanh_mode || (mode.size() == 4 && std::memcmp(mode.data(), "none", 4) == 0),
+         "%s: approximate must be 'none' or 'tanh'", op);
+  if (tanh_mode) {
+    return unary(args, op, 3, [](float x) {
+      return 0.5f * x * (1.f + std::tanh(0.7978845608028654f * (x + 0.044715f * x * x * x)));
+    });
+  }
+  return unary(args, op, 3, [](float x) { return 0.5f * x * (1.f + std::erf(x * 0.7071067811865476f)); });
+}
+
+// clone(self, memory_format) and _to_copy(self, dtype, layout, device, pin_memory, non_blocking,
+// memory_format): a copy, converting the dtype when the output's differs.
+Error copy_to(const Tensor& in, const Tensor& out, const char* op) {
+  ET_TRY(check_numel(out, in.numel(), op, "output"));
+  KCHECK(is_supported_dtype(in.scalar_type()) && is_supported_dtype(out.scalar_type()), "%s: unsupported dtype", op);
+  if (in.scalar_type() == out.scalar_type()) {
+    if (in.nbytes() && in.const_data_ptr() != out.const_data_ptr()) {
+      std::memmove(out.mutable_data_ptr(), in.const_data_ptr(), in.nbytes());
+    }
+    return Error::Ok;
+  }
+  for (int64_t i = 0; i < in.numel(); ++i) store<double>(out, i, load<double>(in, i));
+  return Error::Ok;
+}
+
+Error clone(KernelRuntimeContext&, Args args) {
+  const char* op = "aten::clone";
+  ET_TRY(check_count(args, 3, op));
+  Tensor *in, *out;
+  ET_TRY(tensor_at(args, 0, op, &in));
+  ET_TRY(tensor_at(args, 2, op, &out));
+  return copy_to(*in, *out, op);
+}
+
+Error to_copy(KernelRuntimeContext&, Args args) {
+  const char* op = "aten::_to_copy";
+  ET_TRY(check_count(args, 8, op));
+  Tensor *in, *out;
+  ET_TRY(tensor_at(args, 0, op, &in));
+  ET_TRY(tensor_at(args, 7, op, &out));
+  return copy_to(*in, *out, op);
+}
+
+const runtime::Kernel kKernels[] = {
+    {"aten::add.Tensor", add},
+    {"aten::add.Scalar", add_scalar},
+    {"aten::sub.Tensor", sub},
+    {"aten::sub.Scalar", sub_scalar},
+    {"aten::mul.Tensor", mul},
+    {"aten::mul.Scalar", mul_scalar},
+    {"aten::div.Tensor", div},
+    {"aten::div.Scalar", div_scalar},
+    {"aten::pow.Tensor_Tensor", pow_tensor_tensor},
+    {"aten::pow.Tensor_Scalar", pow_tensor_scalar},
+    {"aten::maximum", maximum},
+    {"aten::minimum", minimum},
+    {"aten::eq.Tensor", eq_tensor},
+    {"aten::eq.Scalar", eq_scalar},
+    {"aten::ne.Tensor", ne_tensor},
+    {"aten::ne.Scalar", ne_scalar},
+    {"aten::lt.Tensor", lt_tensor},
+    {"aten::lt.Scalar", lt_scalar},
+    {"aten::le.Tensor", le_tensor},
+    {"aten::le.Scalar", le_scalar},
+    {"aten::gt.Tensor", gt_tensor},
+    {"aten::gt.Scalar", gt_scalar},
+    {"aten::ge.Tensor", ge_tensor},
+    {"aten::ge.Scalar", ge_scalar},
+    {"aten::logical_and", logical_and},
+    {"aten::logical_or", logical_or},
+    {"aten::where.self", where},
+    {"aten::neg", neg},
+    {"aten::relu", relu},
+    {"aten::gelu", gelu},
+    {"aten::silu", silu},
+    {"aten::sigmoid", sigmoid},
+    {"aten::tanh", tanh_},
+    {"aten::exp", exp_},
+    {"aten::log", log_},
+    {"aten::sqrt", sqrt_},
+    {"aten::rsqrt", rsqrt},
+    {"aten::abs", abs_},
+    {"aten::reciprocal", reciprocal},
+    {"aten::sin", sin_},
+    {"aten::cos", cos_},
+    {"aten::erf", erf_},
+    {"aten::clone", clone},
+    {"aten::_to_copy", to_copy},
+};
+
+const bool registered = runtime::register_kernels({kKernels, sizeof(kKernels) / sizeof(kKernels[0])}) == Error::Ok;
+
+}  // namespace
+}  // namespace kernels
+}  // namespace executorch

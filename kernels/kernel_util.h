@@ -1,0 +1,179 @@
+#pragma once
+
+// Shared argument checking and iteration helpers for the CPU kernels. Every kernel validates its
+// arguments (count, kinds, dtypes, shapes of the planned outputs) before touching memory: a
+// program is untrusted input, and a mismatch is an Error, never a crash.
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+
+#include <executorch/extension/threadpool/threadpool.h>
+#include <executorch/runtime/core/evalue.h>
+#include <executorch/runtime/core/log.h>
+#include <executorch/runtime/kernel/kernel_registry.h>
+
+namespace executorch {
+namespace kernels {
+
+using runtime::Error;
+using runtime::EValue;
+using runtime::KernelRuntimeContext;
+using runtime::ScalarType;
+using runtime::Span;
+using runtime::Tensor;
+using Args = Span<EValue*>;
+
+#define KCHECK(cond, ...) ET_CHECK_OR_RETURN(cond, ::executorch::runtime::Error::InvalidArgument, __VA_ARGS__)
+
+inline Error check_count(Args args, size_t n, const char* op) {
+  KCHECK(args.size() == n, "%s takes %zu arguments, got %zu", op, n, args.size());
+  return Error::Ok;
+}
+
+// args[i] as a CPU tensor with data, or an error naming the operator.
+inline Error tensor_at(Args args, size_t i, const char* op, Tensor** out) {
+  KCHECK(i < args.size() && args[i]->is_tensor(), "%s: argument %zu must be a tensor", op, i);
+  Tensor& t = args[i]->to_tensor();
+  KCHECK(!t.is_cuda(), "%s: argument %zu is in CUDA memory; this is a CPU kernel", op, i);
+  KCHECK(t.mutable_data_ptr() != nullptr || t.numel() == 0, "%s: argument %zu has no memory", op, i);
+  *out = &t;
+  return Error::Ok;
+}
+
+inline Error int_at(Args args, size_t i, const char* op, int64_t* out) {
+  KCHECK(i < args.size() && (args[i]->is_int() || args[i]->is_bool()), "%s: argument %zu must be an int", op, i);
+  *out = args[i]->is_int() ? args[i]->to_int() : args[i]->to_bool();
+  return Error::Ok;
+}
+
+inline Error double_at(Args args, size_t i, const char* op, double* out) {
+  KCHECK(i < args.size() && args[i]->is_scalar(), "%s: argument %zu must be a number", op, i);
+  *out = args[i]->scalar_as_double();
+  return Error::Ok;
+}
+
+inline Error int_list_at(Args args, size_t i, const char* op, Span<const int64_t>* out) {
+  KCHECK(i < args.size() && args[i]->is_int_list(), "%s: argument %zu must be an int list", op, i);
+  *out = args[i]->to_int_list();
+  return Error::Ok;
+}
+
+// Wraps a negative dimension; error when out of range.
+inline Error normalize_dim(int64_t dim, int64_t rank, const char* op, int64_t* out) {
+  const int64_t r = rank == 0 ? 1 : rank;
+  KCHECK(dim >= -r && dim < r, "%s: dim %lld out of range for rank %lld", op, static_cast<long long>(dim),
+         static_cast<long long>(rank));
+  *out = dim < 0 ? dim + r : dim;
+  return Error::Ok;
+}
+
+inline bool same_shape(const Tensor& a, const Tensor& b) {
+  if (a.dim() != b.dim()) return false;
+  for (int d = 0; d < a.dim(); ++d) {
+    if (a.size(d) != b.size(d)) return false;
+  }
+  return true;
+}
+
+inline Error check_dtype(const Tensor& t, ScalarType want, const char* op, const char* what) {
+  KCHECK(t.scalar_type() == want, "%s: %s has dtype %s, expected %s", op, what, runtime::to_string(t.scalar_type()),
+         runtime::to_string(want));
+  return Error::Ok;
+}
+
+inline Error check_numel(const Tensor& t, int64_t want, const char* op, const char* what) {
+  KCHECK(t.numel() == want, "%s: %s has %lld elements, expected %lld", op, what, static_cast<long long>(t.numel()),
+         static_cast<long long>(want));
+  return Error::Ok;
+}
+
+// Reads element i of a tensor of any supported dtype as T.
+template <typename T>
+inline T load(const Tensor& t, int64_t i) {
+  const void* p = t.const_data_ptr();
+  switch (t.scalar_type()) {
+    case ScalarType::Float: return static_cast<T>(static_cast<const float*>(p)[i]);
+    case ScalarType::Double: return static_cast<T>(static_cast<const double*>(p)[i]);
+    case ScalarType::Long: return static_cast<T>(static_cast<const int64_t*>(p)[i]);
+    case ScalarType::Int: return static_cast<T>(static_cast<const int32_t*>(p)[i]);
+    case ScalarType::Bool: return static_cast<T>(static_cast<const bool*>(p)[i]);
+    case ScalarType::Byte: return static_cast<T>(static_cast<const uint8_t*>(p)[i]);
+    case ScalarType::Char: return static_cast<T>(static_cast<const int8_t*>(p)[i]);
+    default: return T(0);
+  }
+}
+
+template <typename T>
+inline void store(const Tensor& t, int64_t i, T v) {
+  void* p = t.mutable_data_ptr();
+  switch (t.scalar_type()) {
+    case ScalarType::Float: static_cast<float*>(p)[i] = static_cast<float>(v); break;
+    case ScalarType::Double: static_cast<double*>(p)[i] = static_cast<double>(v); break;
+    case ScalarType::Long: static_cast<int64_t*>(p)[i] = static_cast<int64_t>(v); break;
+    case ScalarType::Int: static_cast<int32_t*>(p)[i] = static_cast<int32_t>(v); break;
+    case ScalarType::Bool: static_cast<bool*>(p)[i] = v != T(0); break;
+    case ScalarType::Byte: static_cast<uint8_t*>(p)[i] = static_cast<uint8_t>(v); break;
+    case ScalarType::Char: static_cast<int8_t*>(p)[i] = static_cast<int8_t>(v); break;
+    default: break;
+  }
+}
+
+inline bool is_supported_dtype(ScalarType t) {
+  switch (t) {
+    case ScalarType::Float: case ScalarType::Double: case ScalarType::Long: case ScalarType::Int:
+    case ScalarType::Bool: case ScalarType::Byte: case ScalarType::Char:
+      return true;
+    default:
+      return false;
+  }
+}
+
+// Element strides of `in` broadcast to the shape of `out` (0 where `in` is broadcast).
+inline Error broadcast_strides(const Tensor& in, const Tensor& out, const char* op, int64_t* strides) {
+  KCHECK(in.dim() <= out.dim(), "%s: input of rank %d cannot broadcast to rank %d", op, in.dim(), out.dim());
+  const int shift = out.dim() - in.dim();
+  int64_t stride = 1;
+  for (int d = out.dim() - 1; d >= 0; --d) {
+    if (d < shift) {
+      strides[d] = 0;
+      continue;
+    }
+    const int64_t s = in.size(d - shift);
+    KCHECK(s == out.size(d) || s == 1, "%s: size %lld at dim %d does not broadcast to %lld", op,
+           static_cast<long long>(s), d - shift, static_cast<long long>(out.size(d)));
+    strides[d] = s == 1 ? 0 : stride;
+    stride *= s;
+  }
+  return Error::Ok;
+}
+
+// Calls f(out_index, offsets[0..N)) for every element of `out`, where offsets[k] indexes input k
+// under broadcasting; parallel over rows of the innermost dimension.
+template <int N, typename F>
+inline void for_each_broadcast(const Tensor& out, const int64_t (&strides)[N][runtime::kTensorDimensionLimit], F f) {
+  const int dim = out.dim();
+  const int64_t inner = dim == 0 ? 1 : out.size(dim - 1);
+  const int64_t rows = inner == 0 ? 0 : out.numel() / inner;
+  extension::threadpool::parallel_for(0, rows, std::max<int64_t>(1, 16384 / std::max<int64_t>(inner, 1)),
+                                      [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      int64_t base[N] = {};
+      int64_t rem = r;
+      for (int d = dim - 2; d >= 0; --d) {
+        const int64_t idx = rem % out.size(d);
+        rem /= out.size(d);
+        for (int k = 0; k < N; ++k) base[k] += idx * strides[k][d];
+      }
+      int64_t step[N];
+      for (int k = 0; k < N; ++k) step[k] = dim == 0 ? 0 : strides[k][dim - 1];
+      for (int64_t i = 0; i < inner; ++i) {
+        int64_t offs[N];
+        for (int k = 0; k < N; ++k) offs[k] = base[k] + i * step[k];
+        f(r * inner + i, offs);
+      }
+    }
+  });
+}
+
+}  // namespace kernels
+}  // namespace executorch

@@ -1,0 +1,171 @@
+// Softmax, log-softmax, layer norm and inference batch norm.
+#include <algorithm>
+#include <cmath>
+
+#include "kernels/kernel_util.h"
+
+namespace executorch {
+namespace kernels {
+namespace {
+
+// (outer, size, inner) of `t` around dimension `dim`.
+void split_at(const Tensor& t, int64_t dim, int64_t* outer, int64_t* size, int64_t* inner) {
+  *outer = 1, *inner = 1;
+  for (int64_t d = 0; d < dim; ++d) *outer *= t.size(static_cast<int>(d));
+  *size = t.dim() == 0 ? 1 : t.size(static_cast<int>(dim));
+  for (int64_t d = dim + 1; d < t.dim(); ++d) *inner *= t.size(static_cast<int>(d));
+}
+
+Error softmax_impl(Args args, const char* op, bool log) {
+  ET_TRY(check_count(args, 4, op));
+  Tensor *in, *out;
+  ET_TRY(tensor_at(args, 0, op, &in));
+  ET_TRY(tensor_at(args, 3, op, &out));
+  int64_t dim;
+  ET_TRY(int_at(args, 1, op, &dim));
+  ET_TRY(normalize_dim(dim, in->dim(), op, &dim));
+  ET_TRY(check_dtype(*in, ScalarType::Float, op, "input"));
+  ET_TRY(check_dtype(*out, ScalarType::Float, op, "output"));
+  KCHECK(same_shape(*in, *out), "%s: output shape differs from input", op);
+  int64_t outer, size, inner;
+  split_at(*in, dim, &outer, &size, &inner);
+  const float* x = in->data_ptr<float>();
+  float* y = out->data_ptr<float>();
+  extension::threadpool::parallel_for(0, outer * inner, std::max<int64_t>(1, 4096 / std::max<int64_t>(size, 1)),
+                                      [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      const int64_t o = r / inner, i = r % inner;
+      const float* xs = x + o * size * inner + i;
+      float* ys = y + o * size * inner + i;
+      float mx = -INFINITY;
+      for (int64_t j = 0; j < size; ++j) mx = std::max(mx, xs[j * inner]);
+      float sum = 0.f;
+      for (int64_t j = 0; j < size; ++j) {
+        const float e = std::exp(xs[j * inner] - mx);
+        sum += e;
+        if (!log) ys[j * inner] = e;
+      }
+      if (log) {
+        const float lse = mx + std::log(sum);
+        for (int64_t j = 0; j < size; ++j) ys[j * inner] = xs[j * inner] - lse;
+      } else {
+        const float inv = 1.f / sum;
+        for (int64_t j = 0; j < size; ++j) ys[j * inner] *= inv;
+      }
+    }
+  });
+  return Error::Ok;
+}
+
+// _softmax(self, dim, half_to_float)
+Error softmax(KernelRuntimeContext&, Args args) { return softmax_impl(args, "aten::_softmax", false); }
+Error log_softmax(KernelRuntimeContext&, Args args) { return softmax_impl(args, "aten::_log_softmax", true); }
+
+// native_layer_norm(input, normalized_shape, weight?, bias?, eps) -> (out, mean, rstd)
+Error layer_norm(KernelRuntimeContext&, Args args) {
+  const char* op = "aten::native_layer_norm";
+  ET_TRY(check_count(args, 8, op));
+  Tensor *in, *out, *mean, *rstd, *w = nullptr, *b = nullptr;
+  ET_TRY(tensor_at(args, 0, op, &in));
+  Span<const int64_t> shape;
+  ET_TRY(int_list_at(args, 1, op, &shape));
+  if (!args[2]->is_none()) ET_TRY(tensor_at(args, 2, op, &w));
+  if (!args[3]->is_none()) ET_TRY(tensor_at(args, 3, op, &b));
+  double eps;
+  ET_TRY(double_at(args, 4, op, &eps));
+  ET_TRY(tensor_at(args, 5, op, &out));
+  ET_TRY(tensor_at(args, 6, op, &mean));
+  ET_TRY(tensor_at(args, 7, op, &rstd));
+  KCHECK(shape.size() >= 1 && static_cast<int>(shape.size()) <= in->dim(), "%s: bad normalized_shape", op);
+  int64_t inner = 1;
+  for (size_t i = 0; i < shape.size(); ++i) {
+    const int d = in->dim() - static_cast<int>(shape.size()) + static_cast<int>(i);
+    KCHECK(in->size(d) == shape[i], "%s: normalized_shape does not match the input's trailing sizes", op);
+    inner *= shape[i];
+  }
+  for (const Tensor* t : {in, out, mean, rstd}) ET_TRY(check_dtype(*t, ScalarType::Float, op, "tensor"));
+  KCHECK(same_shape(*in, *out), "%s: output shape differs from input", op);
+  const int64_t outer = inner == 0 ? 0 : in->numel() / inner;
+  ET_TRY(check_numel(*mean, outer, op, "mean"));
+  ET_TRY(check_numel(*rstd, outer, op, "rstd"));
+  if (w) ET_TRY(check_numel(*w, inner, op, "weight"));
+  if (b) ET_TRY(check_numel(*b, inner, op, "bias"));
+  if (w) ET_TRY(check_dtype(*w, ScalarType::Float, op, "weight"));
+  if (b) ET_TRY(check_dtype(*b, ScalarType::Float, op, "bias"));
+  const float* x = in->data_ptr<float>();
+  float* y = out->data_ptr<float>();
+  extension::threadpool::parallel_for(0, outer, 8, [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      const float* xr = x + r * inner;
+      float* yr = y + r * inner;
+      double sum = 0, sq = 0;
+      for (int64_t i = 0; i < inner; ++i) sum += xr[i];
+      const double mu = sum / static_cast<double>(inner);
+      for (int64_t i = 0; i < inner; ++i) sq += (xr[i] - mu) * (xr[i] - mu);
+      const float rs = static_cast<float>(1.0 / std::sqrt(sq / static_cast<double>(inner) + eps));
+      const float m = static_cast<float>(mu);
+      for (int64_t i = 0; i < inner; ++i) {
+        float v = (xr[i] - m) * rs;
+        if (w) v *= w->data_ptr<float>()[i];
+        if (b) v += b->data_ptr<float>()[i];
+        yr[i] = v;
+      }
+      mean->data_ptr<float>()[r] = m;
+      rstd->data_ptr<float>()[r] = rs;
+    }
+  });
+  return Error::Ok;
+}
+
+// _native_batch_norm_legit_no_training(input, weight?, bias?, running_mean, running_var, momentum,
+// eps) -> (out, save_mean, save_invstd); the last two are empty in inference.
+Error batch_norm(KernelRuntimeContext&, Args args) {
+  const char* op = "aten::_native_batch_norm_legit_no_training";
+  ET_TRY(check_count(args, 10, op));
+  Tensor *in, *rm, *rv, *out, *w = nullptr, *b = nullptr;
+  ET_TRY(tensor_at(args, 0, op, &in));
+  if (!args[1]->is_none()) ET_TRY(tensor_at(args, 1, op, &w));
+  if (!args[2]->is_none()) ET_TRY(tensor_at(args, 2, op, &b));
+  ET_TRY(tensor_at(args, 3, op, &rm));
+  ET_TRY(tensor_at(args, 4, op, &rv));
+  double eps;
+  ET_TRY(double_at(args, 6, op, &eps));
+  ET_TRY(tensor_at(args, 7, op, &out));
+  KCHECK(in->dim() >= 2, "%s: input needs a channel dimension", op);
+  KCHECK(same_shape(*in, *out), "%s: output shape differs from input", op);
+  const int64_t c = in->size(1);
+  for (const Tensor* t : {rm, rv}) {
+    ET_TRY(check_numel(*t, c, op, "running statistics"));
+    ET_TRY(check_dtype(*t, ScalarType::Float, op, "running statistics"));
+  }
+  if (w) ET_TRY(check_numel(*w, c, op, "weight"));
+  if (b) ET_TRY(check_numel(*b, c, op, "bias"));
+  ET_TRY(check_dtype(*in, ScalarType::Float, op, "input"));
+  ET_TRY(check_dtype(*out, ScalarType::Float, op, "output"));
+  const int64_t n = in->size(0), inner = c == 0 || n == 0 ? 0 : in->numel() / (n * c);
+  const float* x = in->data_ptr<float>();
+  float* y = out->data_ptr<float>();
+  extension::threadpool::parallel_for(0, n * c, 1, [&](int64_t p0, int64_t p1) {
+    for (int64_t p = p0; p < p1; ++p) {
+      const int64_t ch = p % c;
+      const float scale = (w ? w->data_ptr<float>()[ch] : 1.f) /
+                          std::sqrt(rv->data_ptr<float>()[ch] + static_cast<float>(eps));
+      const float shift = (b ? b->data_ptr<float>()[ch] : 0.f) - rm->data_ptr<float>()[ch] * scale;
+      for (int64_t i = 0; i < inner; ++i) y[p * inner + i] = x[p * inner + i] * scale + shift;
+    }
+  });
+  return Error::Ok;
+}
+
+const runtime::Kernel kKernels[] = {
+    {"aten::_softmax", softmax},
+    {"aten::_log_softmax", log_softmax},
+    {"aten::native_layer_norm", layer_norm},
+    {"aten::_native_batch_norm_legit_no_training", batch_norm},
+};
+
+const bool registered = runtime::register_kernels({kKernels, sizeof(kKernels) / sizeof(kKernels[0])}) == Error::Ok;
+
+}  // namespace
+}  // namespace kernels
+}  // namespace executorch

@@ -1,0 +1,299 @@
+// Shape and indexing kernels. Every output is a contiguous copy: views, permutations, expansion,
+// concatenation, slicing, selection, embedding lookups.
+#include <algorithm>
+#include <cstring>
+
+#include "kernels/kernel_util.h"
+
+namespace executorch {
+namespace kernels {
+namespace {
+
+// Same elements, new shape: view/_unsafe_view/reshape/unsqueeze/squeeze/alias.
+Error same_data(Args args, const char* op, size_t count) {
+  ET_TRY(check_count(args, count, op));
+  Tensor *in, *out;
+  ET_TRY(tensor_at(args, 0, op, &in));
+  ET_TRY(tensor_at(args, count - 1, op, &out));
+  KCHECK(in->scalar_type() == out->scalar_type(), "%s: dtype changes", op);
+  ET_TRY(check_numel(*out, in->numel(), op, "output"));
+  if (in->nbytes() && in->const_data_ptr() != out->const_data_ptr()) {
+    std::memmove(out->mutable_data_ptr(), in->const_data_ptr(), in->nbytes());
+  }
+  return Error::Ok;
+}
+
+Error view(KernelRuntimeContext&, Args args) { return same_data(args, "aten::view", 3); }
+Error unsafe_view(KernelRuntimeContext&, Args args) { return same_data(args, "aten::_unsafe_view", 3); }
+Error reshape(KernelRuntimeContext&, Args args) { return same_data(args, "aten::reshape", 3); }
+Error unsqueeze(KernelRuntimeContext&, Args args) { return same_data(args, "aten::unsqueeze", 3); }
+Error squeeze_dims(KernelRuntimeContext&, Args args) { return same_data(args, "aten::squeeze.dims", 3); }
+Error squeeze_dim(KernelRuntimeContext&, Args args) { return same_data(args, "aten::squeeze.dim", 3); }
+Error squeeze(KernelRuntimeContext&, Args args) { return same_data(args, "aten::squeeze", 2); }
+Error alias(KernelRuntimeContext&, Args args) { return same_data(args, "aten::alias", 2); }
+
+// Copies `in` into `out` where out[idx] = in[sum_d idx[d] * in_strides[d]] (strides in elements).
+void strided_copy(const Tensor& in, const Tensor& out, const int64_t* in_strides, int64_t in_offset) {
+  const size_t es = in.element_size();
+  const auto* src = static_cast<const uint8_t*>(in.const_data_ptr());
+  auto* dst = static_cast<uint8_t*>(out.mutable_data_ptr());
+  const int dim = out.dim();
+  const int64_t inner = dim == 0 ? 1 : out.size(dim - 1);
+  const int64_t rows = inner == 0 ? 0 : out.numel() / inner;
+  const int64_t step = dim == 0 ? 0 : in_strides[dim - 1];
+  extension::threadpool::parallel_for(0, rows, std::max<int64_t>(1, 8192 / std::max<int64_t>(inner, 1)),
+                                      [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      int64_t off = in_offset, rem = r;
+      for (int d = dim - 2; d >= 0; --d) off += (rem % out.size(d)) * in_strides[d], rem /= out.size(d);
+      uint8_t* o = dst + r * inner * es;
+      if (step == 1) {
+        std::memcpy(o, src + off * es, inner * es);
+      } else {
+        for (int64_t i = 0; i < inner; ++i) std::memcpy(o + i * es, src + (off + i * step) * es, es);
+      }
+    }
+  });
+}
+
+// permute(self, dims)
+Error permute(KernelRuntimeContext&, Args args) {
+  const char* op = "aten::permute";
+  ET_TRY(check_count(args, 3, op));
+  Tensor *in, *out;
+  ET_TRY(tensor_at(args, 0, op, &in));
+  ET_TRY(tensor_at(args, 2, op, &out));
+  Span<const int64_t> dims;
+  ET_TRY(int_list_at(args, 1, op, &dims));
+  KCHECK(static_cast<int>(dims.size()) == in->dim() && out->dim() == in->dim(), "%s: wrong number of dims", op);
+  KCHECK(in->scalar_type() == out->scalar_type(), "%s: dtype changes", op);
+  int64_t strides[runtime::kTensorDimensionLimit];
+  bool seen[runtime::kTensorDimensionLimit] = {};
+  for (int d = 0; d < in->dim(); ++d) {
+    int64_t p;
+    ET_TRY(normalize_dim(dims[d], in->dim(), op, &p));
+    KCHECK(!seen[p], "%s: dim %lld repeats", op, static_cast<long long>(p));
+    seen[p] = true;
+    KCHECK(out->size(d) == in->size(static_cast<int>(p)), "%s: output size mismatch at dim %d", op, d);
+    strides[d] = in->strides()[p];
+  }
+  strided_copy(*in, *out, strides, 0);
+  return Error::Ok;
+}
+
+// transpose.int(self, dim0, dim1)
+Error transpose(KernelRuntimeContext&, Args args) {
+  const char* op = "aten::transpose.int";
+  ET_TRY(check_count(args, 4, op));
+  Tensor *in, *out;
+  ET_TRY(tensor_at(args, 0, op, &in));
+  ET_TRY(tensor_at(args, 3, op, &out));
+  int64_t d0, d1;
+  ET_TRY(int_at(args, 1, op, &d0));
+  ET_TRY(int_at(args, 2, op, &d1));
+  ET_TRY(normalize_dim(d0, in->dim(), op, &d0));
+  ET_TRY(normalize_dim(d1, in->dim(), op, &d1));
+  KCHECK(out->dim() == in->dim() && in->scalar_type() == out->scalar_type(), "%s: output mismatch", op);
+  int64_t strides[runtime::kTensorDimensionLimit];
+  for (int d = 0; d < in->dim(); ++d) {
+    const int src = d == d0 ? static_cast<int>(d1) : d == d1 ? static_cast<int>(d0) : d;
+    KCHECK(out->size(d) == in->size(src), "%s: output size mismatch at dim %d", op, d);
+    strides[d] = in->strides()[src];
+  }
+  strided_copy(*in, *out, strides, 0);
+  return Error::Ok;
+}
+
+// expand(self, size, implicit)
+Error expand(KernelRuntimeContext&, Args args) {
+  const char* op = "aten::expand";
+  ET_TRY(check_count(args, 4, op));
+  Tensor *in, *out;
+  ET_TRY(tensor_at(args, 0, op, &in));
+  ET_TRY(tensor_at(args, 3, op, &out));
+  KCHECK(in->scalar_type() == out->scalar_type(), "%s: dtype changes", op);
+  int64_t strides[1][runtime::kTensorDimensionLimit] = {};
+  ET_TRY(broadcast_strides(*in, *out, op, strides[0]));
+  strided_copy(*in, *out, strides[0], 0);
+  return Error::Ok;
+}
+
+// slice.Tensor(self, dim, start?, end?, step)
+Error slice(KernelRuntimeContext&, Args args) {
+  const char* op = "aten::slice.Tensor";
+  ET_TRY(check_count(args, 6, op));
+  Tensor *in, *out;
+  ET_TRY(tensor_at(args, 0, op, &in));
+  ET_TRY(tensor_at(args, 5, op, &out));
+  int64_t dim, start = 0, end = INT64_MAX, step;
+  ET_TRY(int_at(args, 1, op, &dim));
+  ET_TRY(normalize_dim(dim, in->dim(), op, &dim));
+  KCHECK(in->dim() > 0, "%s: cannot slice a 0-d tensor", op);
+  if (!args[2]->is_none()) ET_TRY(int_at(args, 2, op, &start));
+  if (!args[3]->is_none()) ET_TRY(int_at(args, 3, op, &end));
+  ET_TRY(int_at(args, 4, op, &step));
+  KCHECK(step > 0, "%s: step must be positive", op);
+  const int64_t size = in->size(static_cast<int>(dim));
+  if (start < 0) start += size;
+  if (end < 0) end += size;
+  start = std::min(std::max<int64_t>(start, 0), size);
+  end = std::min(std::max(end, start), size);
+  const int64_t len = (end - start + step - 1) / step;
+  KCHECK(out->dim() == in->dim() && in->scalar_type() == out->scalar_type(), "%s: output mismatch", op);
+  int64_t strides[runtime::kTensorDimensionLimit];
+  for (int d = 0; d < in->dim(); ++d) {
+    const int64_t want = d == dim ? len : in->size(d);
+    KCHECK(out->size(d) == want, "%s: output size %lld at dim %d, expected %lld", op,
+           static_cast<long long>(out->size(d)), d, static_cast<long long>(want));
+    strides[d] = in->strides()[d] * (d == dim ? step : 1);
+  }
+  strided_copy(*in, *out, strides, start * in->strides()[dim]);
+  return Error::Ok;
+}
+
+// select.int(self, dim, index)
+Error select(KernelRuntimeContext&, Args args) {
+  const char* op = "aten::select.int";
+  ET_TRY(check_count(args, 4, op));
+  Tensor *in, *out;
+  ET_TRY(tensor_at(args, 0, op, &in));
+  ET_TRY(tensor_at(args, 3, op, &out));
+  int64_t dim, index;
+  ET_TRY(int_at(args, 1, op, &dim));
+  ET_TRY(int_at(args, 2, op, &index));
+  KCHECK(in->dim() > 0, "%s: cannot select from a 0-d tensor", op);
+  ET_TRY(normalize_dim(dim, in->dim(), op, &dim));
+  const int64_t size = in->size(static_cast<int>(dim));
+  KCHECK(index >= -size && index < size, "%s: index %lld out of range for size %lld", op,
+         static_cast<long long>(index), static_cast<long long>(size));
+  if (index < 0) index += size;
+  KCHECK(out->dim() == in->dim() - 1 && in->scalar_type() == out->scalar_type(), "%s: output mismatch", op);
+  int64_t strides[runtime::kTensorDimensionLimit];
+  for (int d = 0, o = 0; d < in->dim(); ++d) {
+    if (d == dim) continue;
+    KCHECK(out->size(o) == in->size(d), "%s: output size mismatch at dim %d", op, o);
+    strides[o++] = in->strides()[d];
+  }
+  strided_copy(*in, *out, strides, index * in->strides()[dim]);
+  return Error::Ok;
+}
+
+// cat(tensors, dim)
+Error cat(KernelRuntimeContext&, Args args) {
+  const char* op = "aten::cat";
+  ET_TRY(check_count(args, 3, op));
+  KCHECK(args[0]->is_tensor_list(), "%s: argument 0 must be a tensor list", op);
+  Tensor* out;
+  ET_TRY(tensor_at(args, 2, op, &out));
+  int64_t dim;
+  ET_TRY(int_at(args, 1, op, &dim));
+  ET_TRY(normalize_dim(dim, out->dim(), op, &dim));
+  const auto list = args[0]->to_tensor_list();
+  int64_t total = 0;
+  for (EValue* v : list) {
+    const Tensor& t = v->to_tensor();
+    if (t.dim() == 1 && t.numel() == 0) continue;  // PyTorch skips empty 1-d inputs
+    KCHECK(t.dim() == out->dim() && t.scalar_type() == out->scalar_type() && !t.is_cuda(), "%s: input mismatch", op);
+    for (int d = 0; d < t.dim(); ++d) {
+      KCHECK(d == dim || t.size(d) == out->size(d), "%s: sizes differ at dim %d", op, d);
+    }
+    total += t.size(static_cast<int>(dim));
+  }
+  KCHECK(total == out->size(static_cast<int>(dim)), "%s: output size %lld along dim, inputs sum to %lld", op,
+         static_cast<long long>(out->size(static_cast<int>(dim))), static_cast<long long>(total));
+  int64_t outer = 1, inner = 1;
+  for (int d = 0; d < dim; ++d) outer *= out->size(d);
+  for (int d = static_cast<int>(dim) + 1; d < out->dim(); ++d) inner *= out->size(d);
+  const size_t es = out->element_size();
+  auto* dst = static_cast<uint8_t*>(out->mutable_data_ptr());
+  int64_t at = 0;
+  for (EValue* v : list) {
+    const Tensor& t = v->to_tensor();
+    if (t.dim() == 1 && t.numel() == 0) continue;
+    const int64_t chunk = t.size(static_cast<int>(dim)) * inner;
+    const auto* src = static_cast<const uint8_t*>(t.const_data_ptr());
+    for (int64_t o = 0; o < outer; ++o) {
+      std::memcpy(dst + (o * out->size(static_cast<int>(dim)) * inner + at) * es, src + o * chunk * es, chunk * es);
+    }
+    at += chunk;
+  }
+  return Error::Ok;
+}
+
+// embedding(weight, indices, padding_idx, scale_grad_by_freq, sparse)
+Error embedding(KernelRuntimeContext&, Args args) {
+  const char* op = "aten::embedding";
+  ET_TRY(check_count(args, 6, op));
+  Tensor *w, *idx, *out;
+  ET_TRY(tensor_at(args, 0, op, &w));
+  ET_TRY(tensor_at(args, 1, op, &idx));
+  ET_TRY(tensor_at(args, 5, op, &out));
+  KCHECK(w->dim() == 2, "%s: weight must be 2-D", op);
+  KCHECK(idx->scalar_type() == ScalarType::Long || idx->scalar_type() == ScalarType::Int, "%s: indices must be integers",
+         op);
+  KCHECK(out->scalar_type() == w->scalar_type(), "%s: output dtype differs from weight", op);
+  const int64_t rows = w->size(0), width = w->size(1);
+  ET_TRY(check_numel(*out, idx->numel() * width, op, "output"));
+  const size_t row_bytes = static_cast<size_t>(width) * w->element_size();
+  for (int64_t i = 0; i < idx->numel(); ++i) {
+    const int64_t r = load<int64_t>(*idx, i);
+    KCHECK(r >= 0 && r < rows, "%s: index %lld out of range for %lld rows", op, static_cast<long long>(r),
+           static_cast<long long>(rows));
+    std::memcpy(static_cast<uint8_t*>(out->mutable_data_ptr()) + i * row_bytes,
+                static_cast<const uint8_t*>(w->const_data_ptr()) + r * row_bytes, row_bytes);
+  }
+  return Error::Ok;
+}
+
+// split_with_sizes(self, split_sizes, dim) -> out_0, ..., out_{n-1}
+Error split_with_sizes(KernelRuntimeContext&, Args args) {
+  const char* op = "aten::split_with_sizes";
+  Span<const int64_t> sizes;
+  ET_TRY(int_list_at(args, 1, op, &sizes));
+  ET_TRY(check_count(args, 3 + sizes.size(), op));
+  Tensor* in;
+  ET_TRY(tensor_at(args, 0, op, &in));
+  int64_t dim;
+  ET_TRY(int_at(args, 2, op, &dim));
+  KCHECK(in->dim() > 0, "%s: cannot split a 0-d tensor", op);
+  ET_TRY(normalize_dim(dim, in->dim(), op, &dim));
+  int64_t start = 0;
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    Tensor* out;
+    ET_TRY(tensor_at(args, 3 + i, op, &out));
+    KCHECK(sizes[i] >= 0 && start + sizes[i] <= in->size(static_cast<int>(dim)), "%s: sizes exceed the input", op);
+    KCHECK(out->dim() == in->dim() && out->scalar_type() == in->scalar_type(), "%s: output %zu mismatch", op, i);
+    for (int d = 0; d < in->dim(); ++d) {
+      KCHECK(out->size(d) == (d == dim ? sizes[i] : in->size(d)), "%s: output %zu size mismatch at dim %d", op, i, d);
+    }
+    strided_copy(*in, *out, in->strides(), start * in->strides()[dim]);
+    start += sizes[i];
+  }
+  KCHECK(start == in->size(static_cast<int>(dim)), "%s: sizes do not cover the input", op);
+  return Error::Ok;
+}
+
+const runtime::Kernel kKernels[] = {
+    {"aten::view", view},
+    {"aten::_unsafe_view", unsafe_view},
+    {"aten::reshape", reshape},
+    {"aten::unsqueeze", unsqueeze},
+    {"aten::squeeze.dims", squeeze_dims},
+    {"aten::squeeze.dim", squeeze_dim},
+    {"aten::squeeze", squeeze},
+    {"aten::alias", alias},
+    {"aten::permute", permute},
+    {"aten::transpose.int", transpose},
+    {"aten::expand", expand},
+    {"aten::slice.Tensor", slice},
+    {"aten::select.int", select},
+    {"aten::cat", cat},
+    {"aten::embedding", embedding},
+    {"aten::split_with_sizes", split_with_sizes},
+};
+
+const bool registered = runtime::register_kernels({kKernels, sizeof(kKernels) / sizeof(kKernels[0])}) == Error::Ok;
+
+}  // namespace
+}  // namespace kernels
+}  // namespace executorch

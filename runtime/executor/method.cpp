@@ -1,0 +1,396 @@
+#include <executorch/runtime/executor/method.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#include <executorch/runtime/core/log.h>
+#include <executorch/runtime/executor/program.h>
+#include <executorch/schema/program_generated.h>
+
+namespace executorch {
+namespace runtime {
+
+namespace fb = executorch_flatbuffer;
+
+namespace {
+
+// Planned buffers larger than this are refused rather than attempted.
+constexpr uint64_t kMaxPlannedBufferBytes = uint64_t{1} << 40;
+constexpr uint64_t kMaxTensorBytes = uint64_t{1} << 40;
+
+template <typename T>
+size_t size_of(const flatbuffers::Vector<T>* v) {
+  return v ? v->size() : 0;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Method>> Method::load(const Program& program, const fb::ExecutionPlan* plan,
+                                             const MemoryManager* memory_manager) {
+  std::unique_ptr<Method> m(new Method());
+  m->name_ = plan->name() ? plan->name()->str() : "";
+
+  // Planned memory.
+  const auto* sizes = plan->non_const_buffer_sizes();
+  if (memory_manager != nullptr) {
+    const auto provided = memory_manager->planned_buffers();
+    ET_CHECK_OR_RETURN(provided.size() == size_of(sizes), Error::InvalidArgument,
+                       "method '%s' plans %zu buffers, the memory manager has %zu", m->name(), size_of(sizes),
+                       provided.size());
+    for (size_t i = 0; i < provided.size(); ++i) {
+      ET_CHECK_OR_RETURN(provided[i].size() >= sizes->Get(static_cast<flatbuffers::uoffset_t>(i)),
+                         Error::InvalidArgument, "planned buffer %zu holds %zu bytes, the method needs %llu", i,
+                         provided[i].size(), static_cast<unsigned long long>(sizes->Get(i)));
+      m->buffers_.push_back(provided[i]);
+    }
+  } else {
+    for (size_t i = 0; i < size_of(sizes); ++i) {
+      const uint64_t bytes = sizes->Get(static_cast<flatbuffers::uoffset_t>(i));
+      ET_CHECK_OR_RETURN(bytes <= kMaxPlannedBufferBytes, Error::InvalidProgram,
+                         "planned buffer %zu asks for %llu bytes", i, static_cast<unsigned long long>(bytes));
+      const size_t rounded = static_cast<size_t>((bytes + 63) / 64 * 64);
+      auto* data = static_cast<uint8_t*>(std::aligned_alloc(64, rounded == 0 ? 64 : rounded));
+      ET_CHECK_OR_RETURN(data != nullptr, Error::MemoryAllocationFailed,
+                         "cannot allocate planned buffer %zu of %llu bytes", i, static_cast<unsigned long long>(bytes));
+      m->owned_buffers_.emplace_back(data, std::free);
+      m->buffers_.emplace_back(data, static_cast<size_t>(bytes));
+    }
+  }
+
+  ET_TRY(m->parse_values(program, plan));
+
+  // Inputs and outputs.
+  const size_t n = m->values_.size();
+  if (const auto* ins = plan->inputs()) {
+    for (int32_t id : *ins) {
+      ET_CHECK_OR_RETURN(id >= 0 && static_cast<size_t>(id) < n, Error::InvalidProgram,
+                         "input index %d out of range (%zu values)", id, n);
+      m->inputs_.push_back(&m->values_[static_cast<size_t>(id)]);
+      m->input_ids_.push_back(static_cast<size_t>(id));
+      m->input_set_.push_back(false);
+    }
+  }
+  if (const auto* outs = plan->outputs()) {
+    for (int32_t id : *outs) {
+      ET_CHECK_OR_RETURN(id >= 0 && static_cast<size_t>(id) < n, Error::InvalidProgram,
+                         "output index %d out of range (%zu values)", id, n);
+      m->outputs_.push_back(&m->values_[static_cast<size_t>(id)]);
+    }
+  }
+
+  ET_TRY(m->parse_instructions(program, plan));
+  return m;
+}
+
+Error Method::parse_values(const Program& program, const fb::ExecutionPlan* plan) {
+  const auto* values = plan->values();
+  const size_t n = size_of(values);
+  values_.resize(n);  // never resized again: EValue* pointers into it stay valid
+  planned_.assign(n, false);
+  for (size_t i = 0; i < n; ++i) {
+    const fb::EValue* v = values->Get(static_cast<flatbuffers::uoffset_t>(i));
+    EValue& out = values_[i];
+    switch (v->val_type()) {
+      case fb::KernelTypes::NONE:
+      case fb::KernelTypes::Null:
+        out = EValue();
+        break;
+      case fb::KernelTypes::Int:
+        out = EValue(static_cast<int64_t>(v->val_as_Int()->int_val()));
+        break;
+      case fb::KernelTypes::Double:
+        out = EValue(v->val_as_Double()->double_val());
+        break;
+      case fb::KernelTypes::Bool:
+        out = EValue(v->val_as_Bool()->bool_val());
+        break;
+      case fb::KernelTypes::String: {
+        const auto* s = v->val_as_String()->string_val();
+        out = s ? EValue::string(s->c_str(), s->size()) : EValue::string("", 0);
+        break;
+      }
+      case fb::KernelTypes::IntList: {
+        const auto* items = v->val_as_IntList()->items();
+        out = EValue::int_list(items ? Span<const int64_t>(reinterpret_cast<const int64_t*>(items->data()), items->size())
+                                     : Span<const int64_t>());
+        break;
+      }
+      case fb::KernelTypes::DoubleList: {
+        const auto* items = v->val_as_DoubleList()->items();
+        out = EValue::double_list(items ? Span<const double>(items->data(), items->size()) : Span<const double>());
+        break;
+      }
+      case fb::KernelTypes::BoolList: {
+        const auto* items = v->val_as_BoolList()->items();
+        out = EValue::bool_list(items ? Span<const bool>(reinterpret_cast<const bool*>(items->data()), items->size())
+                                      : Span<const bool>());
+        break;
+      }
+      case fb::KernelTypes::TensorList:
+        break;  // second pass, once every tensor exists
+      case fb::KernelTypes::Tensor: {
+        const fb::Tensor* t = v->val_as_Tensor();
+        const auto dtype = static_cast<ScalarType>(t->scalar_type());
+        ET_CHECK_OR_RETURN(element_size(dtype) != 0, Error::InvalidProgram, "value %zu: unknown dtype %d", i,
+                           static_cast<int>(t->scalar_type()));
+        const size_t dim = size_of(t->sizes());
+        ET_CHECK_OR_RETURN(dim <= static_cast<size_t>(kTensorDimensionLimit), Error::InvalidProgram,
+                           "value %zu: %zu dimensions (at most %d)", i, dim, kTensorDimensionLimit);
+        if (const auto* order = t->dim_order()) {
+          ET_CHECK_OR_RETURN(order->size() == 0 || order->size() == dim, Error::InvalidProgram,
+                             "value %zu: dim_order has %u entries for %zu dims", i, order->size(), dim);
+          for (size_t d = 0; d < order->size(); ++d) {
+            ET_CHECK_OR_RETURN(order->Get(static_cast<flatbuffers::uoffset_t>(d)) == d, Error::NotSupported,
+                               "value %zu: only contiguous dim order is supported", i);
+          }
+        }
+        std::unique_ptr<int64_t[]> shape(new int64_t[2 * dim + 1]);
+        uint64_t numel = 1;
+        for (size_t d = 0; d < dim; ++d) {
+          const int64_t s = t->sizes()->Get(static_cast<flatbuffers::uoffset_t>(d));
+          ET_CHECK_OR_RETURN(s >= 0 && (s == 0 || numel <= kMaxTensorBytes / static_cast<uint64_t>(s)),
+                             Error::InvalidProgram, "value %zu: size %lld of dim %zu is negative or too large", i,
+                             static_cast<long long>(s), d);
+          shape[d] = s;
+          numel *= static_cast<uint64_t>(s);
+        }
+        const uint64_t nbytes = numel * element_size(dtype);
+        ET_CHECK_OR_RETURN(nbytes <= kMaxTensorBytes, Error::InvalidProgram, "value %zu: %llu bytes", i,
+                           static_cast<unsigned long long>(nbytes));
+        int64_t stride = 1;
+        for (size_t d = dim; d-- > 0;) {
+          shape[dim + d] = stride;
+          stride *= shape[d] == 0 ? 1 : shape[d];
+        }
+        void* data = nullptr;
+        if (t->data_segment() >= 0) {
+          auto bytes = program.segment_data(static_cast<size_t>(t->data_segment()), t->data_offset(), nbytes);
+          if (!bytes.ok()) return ET_ERROR(bytes.error(), "value %zu (constant): %s", i, last_error_message());
+          ET_CHECK_OR_RETURN(reinterpret_cast<uintptr_t>(bytes->data()) % element_size(dtype) == 0,
+                             Error::InvalidProgram, "value %zu: constant data is misaligned", i);
+          data = const_cast<uint8_t*>(bytes->data());
+        } else if (t->mem_id() >= 0) {
+          const auto id = static_cast<size_t>(t->mem_id());
+          ET_CHECK_OR_RETURN(id < buffers_.size(), Error::InvalidProgram,
+                             "value %zu: planned buffer %zu does not exist (%zu buffers)", i, id, buffers_.size());
+          ET_CHECK_OR_RETURN(t->mem_offset() <= buffers_[id].size() && nbytes <= buffers_[id].size() - t->mem_offset(),
+                             Error::InvalidProgram, "value %zu: bytes [%llu, +%llu) lie outside planned buffer %zu", i,
+                             static_cast<unsigned long long>(t->mem_offset()), static_cast<unsigned long long>(nbytes), id);
+          ET_CHECK_OR_RETURN(t->mem_offset() % element_size(dtype) == 0, Error::InvalidProgram,
+                             "value %zu: planned offset is misaligned", i);
+          data = buffers_[id].data() + t->mem_offset();
+          planned_[i] = true;
+        }
+        ET_CHECK_OR_RETURN(t->device() == fb::DeviceType::CPU || t->device() == fb::DeviceType::CUDA,
+                           Error::InvalidProgram, "value %zu: unknown device", i);
+        const Device device{t->device() == fb::DeviceType::CUDA ? DeviceType::CUDA : DeviceType::CPU,
+                            t->device_index()};
+        out = EValue(Tensor(dtype, static_cast<int>(dim), shape.get(), shape.get() + dim, data, device));
+        shapes_.push_back(std::move(shape));
+        break;
+      }
+      default:
+        return ET_ERROR(Error::InvalidProgram, "value %zu has unknown type %d", i, static_cast<int>(v->val_type()));
+    }
+  }
+  for (size_t i = 0; i < n; ++i) {
+    const fb::EValue* v = values->Get(static_cast<flatbuffers::uoffset_t>(i));
+    if (v->val_type() != fb::KernelTypes::TensorList) continue;
+    const auto* items = v->val_as_TensorList()->items();
+    const size_t count = size_of(items);
+    std::unique_ptr<EValue*[]> list(new EValue*[count == 0 ? 1 : count]);
+    for (size_t k = 0; k < count; ++k) {
+      const int32_t id = items->Get(static_cast<flatbuffers::uoffset_t>(k));
+      ET_CHECK_OR_RETURN(id >= 0 && static_cast<size_t>(id) < n && values_[static_cast<size_t>(id)].is_tensor(),
+                         Error::InvalidProgram, "value %zu: list item %zu (%d) is not a tensor value", i, k, id);
+      list[k] = &values_[static_cast<size_t>(id)];
+    }
+    values_[i] = EValue::tensor_list(Span<EValue* const>(list.get(), count));
+    lists_.push_back(std::move(list));
+  }
+  return Error::Ok;
+}
+
+Error Method::parse_instructions(const Program& program, const fb::ExecutionPlan* plan) {
+  const size_t n = values_.size();
+  const auto* chains = plan->chains();
+  ET_CHECK_OR_RETURN(size_of(chains) <= 1, Error::NotSupported, "method '%s' has %zu chains; one is supported",
+                     name(), size_of(chains));
+  if (size_of(chains) == 0) return Error::Ok;
+  const auto* instructions = chains->Get(0)->instructions();
+  const auto* operators = plan->operators();
+  const auto* delegates = plan->delegates();
+
+  // Delegates: each is initialized once, here.
+  for (size_t d = 0; d < size_of(delegates); ++d) {
+    const fb::BackendDelegate* del = delegates->Get(static_cast<flatbuffers::uoffset_t>(d));
+    const char* id = del->id() ? del->id()->c_str() : "";
+    BackendInterface* backend = get_backend_class(id);
+    ET_CHECK_OR_RETURN(backend != nullptr, Error::NotFound, "delegate %zu needs backend '%s', which is not registered",
+                       d, id);
+    ET_CHECK_OR_RETURN(backend->is_available(), Error::NotSupported,
+                       "delegate %zu needs backend '%s', which is not available on this machine", d, id);
+    const fb::BackendDelegateDataReference* ref = del->processed();
+    ET_CHECK_OR_RETURN(ref != nullptr, Error::InvalidProgram, "delegate %zu has no payload", d);
+    Span<const uint8_t> payload;
+    if (ref->location() == fb::DataLocation::INLINE) {
+      const auto* inline_data = program.flatbuffer()->backend_delegate_data();
+      ET_CHECK_OR_RETURN(ref->index() < size_of(inline_data), Error::InvalidProgram,
+                         "delegate %zu: inline payload %u does not exist", d, ref->index());
+      const auto* bytes = inline_data->Get(ref->index())->data();
+      payload = bytes ? Span<const uint8_t>(bytes->data(), bytes->size()) : Span<const uint8_t>();
+    } else if (ref->location() == fb::DataLocation::SEGMENT) {
+      const auto* segs = program.flatbuffer()->segments();
+      ET_CHECK_OR_RETURN(ref->index() < size_of(segs), Error::InvalidProgram,
+                         "delegate %zu: payload segment %u does not exist", d, ref->index());
+      auto bytes = program.segment_data(ref->index(), 0, segs->Get(ref->index())->size());
+      ET_TRY(bytes);
+      payload = *bytes;
+    } else {
+      return ET_ERROR(Error::InvalidProgram, "delegate %zu: unknown payload location", d);
+    }
+    std::vector<CompileSpec> specs;
+    if (const auto* list = del->compile_specs()) {
+      for (const fb::CompileSpec* s : *list) {
+        specs.push_back({s->key() ? s->key()->c_str() : "",
+                         s->value() ? Span<const uint8_t>(s->value()->data(), s->value()->size()) : Span<const uint8_t>()});
+      }
+    }
+    auto handle = backend->init(payload, Span<const CompileSpec>(specs.data(), specs.size()));
+    if (!handle.ok()) {
+      return ET_ERROR(handle.error(), "backend '%s' could not load delegate %zu: %s", id, d, last_error_message());
+    }
+    delegates_.push_back({backend, *handle, id});
+  }
+
+  auto collect_args = [&](const flatbuffers::Vector<int32_t>* args, std::vector<EValue*>& out, size_t k) -> Error {
+    for (size_t a = 0; a < size_of(args); ++a) {
+      const int32_t id = args->Get(static_cast<flatbuffers::uoffset_t>(a));
+      ET_CHECK_OR_RETURN(id >= 0 && static_cast<size_t>(id) < n, Error::InvalidProgram,
+                         "instruction %zu: argument %zu is value %d, out of range (%zu values)", k, a, id, n);
+      out.push_back(&values_[static_cast<size_t>(id)]);
+    }
+    return Error::Ok;
+  };
+
+  for (size_t k = 0; k < size_of(instructions); ++k) {
+    const fb::Instruction* ins = instructions->Get(static_cast<flatbuffers::uoffset_t>(k));
+    Step step{};
+    switch (ins->instr_args_type()) {
+      case fb::InstructionArguments::KernelCall: {
+        const fb::KernelCall* call = ins->instr_args_as_KernelCall();
+        ET_CHECK_OR_RETURN(call->op_index() >= 0 && static_cast<size_t>(call->op_index()) < size_of(operators),
+                           Error::InvalidProgram, "instruction %zu: operator %d does not exist", k, call->op_index());
+        const fb::Operator* op = operators->Get(static_cast<flatbuffers::uoffset_t>(call->op_index()));
+        std::string op_name = op->name() ? op->name()->str() : "";
+        if (op->overload() && op->overload()->size() > 0) op_name += "." + op->overload()->str();
+        auto fn = get_op_function(op_name.c_str());
+        if (!fn.ok()) return ET_ERROR(fn.error(), "instruction %zu: operator %s has no kernel", k, op_name.c_str());
+        step.kind = Step::Kind::Kernel;
+        step.op = *fn;
+        step.label = op_name;
+        ET_TRY(collect_args(call->args(), step.args, k));
+        break;
+      }
+      case fb::InstructionArguments::DelegateCall: {
+        const fb::DelegateCall* call = ins->instr_args_as_DelegateCall();
+        ET_CHECK_OR_RETURN(call->delegate_index() >= 0 && static_cast<size_t>(call->delegate_index()) < delegates_.size(),
+                           Error::InvalidProgram, "instruction %zu: delegate %d does not exist", k,
+                           call->delegate_index());
+        step.kind = Step::Kind::Delegate;
+        step.delegate = static_cast<size_t>(call->delegate_index());
+        step.label = "delegate " + delegates_[step.delegate].id;
+        ET_TRY(collect_args(call->args(), step.args, k));
+        break;
+      }
+      case fb::InstructionArguments::MoveCall: {
+        const fb::MoveCall* call = ins->instr_args_as_MoveCall();
+        ET_CHECK_OR_RETURN(call->move_from() >= 0 && static_cast<size_t>(call->move_from()) < n &&
+                               call->move_to() >= 0 && static_cast<size_t>(call->move_to()) < n,
+                           Error::InvalidProgram, "instruction %zu: move between values out of range", k);
+        step.kind = Step::Kind::Move;
+        step.move_from = &values_[static_cast<size_t>(call->move_from())];
+        step.move_to = &values_[static_cast<size_t>(call->move_to())];
+        step.label = "move";
+        break;
+      }
+      default:
+        return ET_ERROR(Error::InvalidProgram, "instruction %zu has unknown type", k);
+    }
+    steps_.push_back(std::move(step));
+  }
+  return Error::Ok;
+}
+
+Method::~Method() {
+  for (Delegate& d : delegates_) d.backend->destroy(d.handle);
+}
+
+Error Method::set_input(size_t index, const EValue& value) {
+  ET_CHECK_OR_RETURN(index < inputs_.size(), Error::InvalidArgument, "input %zu does not exist; '%s' takes %zu", index,
+                     name(), inputs_.size());
+  EValue& slot = *inputs_[index];
+  if (!slot.is_tensor()) {
+    ET_CHECK_OR_RETURN(value.tag() == slot.tag(), Error::InvalidArgument, "input %zu: wrong kind of value", index);
+    slot = value;
+    input_set_[index] = true;
+    return Error::Ok;
+  }
+  ET_CHECK_OR_RETURN(value.is_tensor(), Error::InvalidArgument, "input %zu must be a tensor", index);
+  const Tensor& src = value.to_tensor();
+  Tensor& dst = slot.to_tensor();
+  ET_CHECK_OR_RETURN(src.scalar_type() == dst.scalar_type(), Error::InvalidArgument,
+                     "input %zu: dtype %s, expected %s", index, to_string(src.scalar_type()), to_string(dst.scalar_type()));
+  ET_CHECK_OR_RETURN(src.dim() == dst.dim(), Error::InvalidArgument, "input %zu: %d dimensions, expected %d", index,
+                     src.dim(), dst.dim());
+  for (int d = 0; d < dst.dim(); ++d) {
+    ET_CHECK_OR_RETURN(src.size(d) == dst.size(d), Error::InvalidArgument,
+                       "input %zu: size %lld at dim %d, expected %lld", index, static_cast<long long>(src.size(d)), d,
+                       static_cast<long long>(dst.size(d)));
+  }
+  ET_CHECK_OR_RETURN(src.const_data_ptr() != nullptr || src.nbytes() == 0, Error::InvalidArgument,
+                     "input %zu has no data", index);
+  if (planned_[input_ids_[index]]) {
+    ET_CHECK_OR_RETURN(!src.is_cuda(), Error::NotSupported,
+                       "input %zu is in CUDA memory but the program plans it in CPU memory", index);
+    if (src.nbytes()) std::memcpy(dst.mutable_data_ptr(), src.const_data_ptr(), src.nbytes());
+  } else {
+    dst.set_data(src.mutable_data_ptr());
+    dst.set_device(src.device());
+  }
+  input_set_[index] = true;
+  return Error::Ok;
+}
+
+Error Method::execute() {
+  for (size_t i = 0; i < inputs_.size(); ++i) {
+    const bool needs = inputs_[i]->is_tensor() && !planned_[input_ids_[i]] && !input_set_[i];
+    ET_CHECK_OR_RETURN(!needs, Error::InvalidState, "input %zu of '%s' was never set", i, name());
+  }
+  KernelRuntimeContext context;
+  for (size_t k = 0; k < steps_.size(); ++k) {
+    Step& s = steps_[k];
+    Error e = Error::Ok;
+    switch (s.kind) {
+      case Step::Kind::Kernel:
+        e = s.op(context, Span<EValue*>(s.args.data(), s.args.size()));
+        break;
+      case Step::Kind::Delegate:
+        e = delegates_[s.delegate].backend->execute(delegates_[s.delegate].handle,
+                                                    Span<EValue*>(s.args.data(), s.args.size()));
+        break;
+      case Step::Kind::Move:
+        *s.move_to = *s.move_from;
+        break;
+    }
+    if (e != Error::Ok) {
+      const std::string detail = last_error_message();
+      return ET_ERROR(e, "instruction %zu (%s) failed: %s", k, s.label.c_str(), detail.c_str());
+    }
+  }
+  return Error::Ok;
+}
+
+}  // namespace runtime
+}  // namespace executorch

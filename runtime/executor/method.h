@@ -1,0 +1,86 @@
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <executorch/runtime/backend/interface.h>
+#include <executorch/runtime/core/evalue.h>
+#include <executorch/runtime/core/result.h>
+#include <executorch/runtime/executor/memory_manager.h>
+#include <executorch/runtime/kernel/kernel_registry.h>
+#include <executorch/runtime/platform/export.h>
+
+namespace executorch_flatbuffer {
+struct ExecutionPlan;
+}
+
+namespace executorch {
+namespace runtime {
+
+class Program;
+
+// One method of a Program, ready to run: its values, planned memory, kernels and delegates.
+// Not thread-safe; load one Method per thread to run a program concurrently.
+class EXECUTORCH_API Method final {
+ public:
+  static Result<std::unique_ptr<Method>> load(const Program& program, const executorch_flatbuffer::ExecutionPlan* plan,
+                                              const MemoryManager* memory_manager);
+  ~Method();
+  Method(const Method&) = delete;
+  Method& operator=(const Method&) = delete;
+
+  const char* name() const { return name_.c_str(); }
+  size_t num_inputs() const { return inputs_.size(); }
+  size_t num_outputs() const { return outputs_.size(); }
+
+  // The input as the program declares it (dtype and shape of a tensor, value of a scalar).
+  const EValue& input(size_t index) const { return *inputs_[index]; }
+
+  // Sets input `index`. A tensor must match the declared dtype and shape; its data is copied into
+  // planned memory, or used in place where the program planned none (e.g. device memory).
+  Error set_input(size_t index, const EValue& value);
+
+  // Runs every instruction; on failure, last_error_message() names the instruction and why.
+  Error execute();
+
+  // Output `index` of the last execute(); a tensor's data stays valid until the next execute().
+  const EValue& get_output(size_t index) const { return *outputs_[index]; }
+
+ private:
+  struct Step {
+    enum class Kind { Kernel, Delegate, Move } kind;
+    OpFunction op = nullptr;
+    size_t delegate = 0;
+    std::vector<EValue*> args;
+    EValue* move_from = nullptr;
+    EValue* move_to = nullptr;
+    std::string label;
+  };
+  struct Delegate {
+    BackendInterface* backend;
+    DelegateHandle* handle;
+    std::string id;
+  };
+
+  Method() = default;
+  Error parse_values(const Program& program, const executorch_flatbuffer::ExecutionPlan* plan);
+  Error parse_instructions(const Program& program, const executorch_flatbuffer::ExecutionPlan* plan);
+
+  std::string name_;
+  std::vector<EValue> values_;
+  std::vector<std::unique_ptr<int64_t[]>> shapes_;
+  std::vector<std::unique_ptr<EValue*[]>> lists_;
+  std::vector<Span<uint8_t>> buffers_;
+  std::vector<std::unique_ptr<uint8_t, void (*)(void*)>> owned_buffers_;
+  std::vector<bool> planned_;  // per value: whether its tensor data is planned or constant
+  std::vector<EValue*> inputs_, outputs_;
+  std::vector<size_t> input_ids_;
+  std::vector<bool> input_set_;
+  std::vector<Step> steps_;
+  std::vector<Delegate> delegates_;
+};
+
+}  // namespace runtime
+}  // namespace executorch

@@ -1,0 +1,64 @@
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+#include <executorch/runtime/core/result.h>
+#include <executorch/runtime/core/span.h>
+#include <executorch/runtime/executor/data_loader.h>
+#include <executorch/runtime/executor/memory_manager.h>
+#include <executorch/runtime/platform/export.h>
+
+namespace executorch_flatbuffer {
+struct Program;
+}
+
+namespace executorch {
+namespace runtime {
+
+class Method;
+
+// The container around the FlatBuffer (docs/program_format.md).
+constexpr char kProgramMagic[4] = {'X', 'T', 'P', 'F'};
+constexpr uint32_t kProgramContainerVersion = 1;
+constexpr uint32_t kProgramVersion = 1;
+constexpr size_t kProgramHeaderSize = 32;
+constexpr size_t kSegmentAlignment = 16;
+
+// A loaded .pte: verified once at load, then read without further parsing.
+class EXECUTORCH_API Program final {
+ public:
+  // Verifies the container header, the FlatBuffer (verifier, identifier, version) and that every
+  // segment lies inside the file. Errors: InvalidProgram with the reason in last_error_message().
+  static Result<std::unique_ptr<Program>> load(std::unique_ptr<DataLoader> loader);
+
+  size_t num_methods() const;
+  // The name of method `index`, or nullptr when out of range.
+  const char* method_name(size_t index) const;
+  bool has_method(const char* name) const;
+
+  // Prepares method `name` for execution: values, planned memory (from `memory_manager`, or owned
+  // by the Method when null), kernels, delegates. Every index and size is checked here.
+  Result<std::unique_ptr<Method>> load_method(const char* name, const MemoryManager* memory_manager = nullptr) const;
+
+  // metadata["key"], or nullptr.
+  const char* metadata(const char* key) const;
+
+  // Bytes [offset, offset + size) of segment `index`, bounds-checked.
+  Result<Span<const uint8_t>> segment_data(size_t index, uint64_t offset, uint64_t size) const;
+
+  const executorch_flatbuffer::Program* flatbuffer() const { return program_; }
+
+ private:
+  Program(std::unique_ptr<DataLoader> loader, const executorch_flatbuffer::Program* program,
+          Span<const uint8_t> segments)
+      : loader_(std::move(loader)), program_(program), segments_(segments) {}
+
+  std::unique_ptr<DataLoader> loader_;
+  const executorch_flatbuffer::Program* program_;
+  Span<const uint8_t> segments_;  // from the segment base to the end of the file
+};
+
+}  // namespace runtime
+}  // namespace executorch
