@@ -233,6 +233,21 @@ UNARY(cos_, "aten::cos", std::cos(x))
 UNARY(erf_, "aten::erf", std::erf(x))
 #undef UNARY
 
+// logical_not(self): any dtype in, bool out.
+Error logical_not(KernelRuntimeContext&, Args args) {
+  const char* op = "aten::logical_not";
+  ET_TRY(check_count(args, 2, op));
+  Tensor *in, *out;
+  ET_TRY(tensor_at(args, 0, op, &in));
+  ET_TRY(tensor_at(args, 1, op, &out));
+  KCHECK(is_supported_dtype(in->scalar_type()), "%s: unsupported input dtype", op);
+  ET_TRY(check_dtype(*out, ScalarType::Bool, op, "output"));
+  ET_TRY(check_numel(*out, in->numel(), op, "output"));
+  bool* y = out->data_ptr<bool>();
+  for (int64_t i = 0; i < in->numel(); ++i) y[i] = load<double>(*in, i) == 0.0;
+  return Error::Ok;
+}
+
 // gelu(self, approximate): "none" (erf) or "tanh".
 Error gelu(KernelRuntimeContext&, Args args) {
   const char* op = "aten::gelu";
@@ -311,6 +326,7 @@ const runtime::Kernel kKernels[] = {
     {"aten::logical_and", logical_and},
     {"aten::logical_or", logical_or},
     {"aten::where.self", where},
+    {"aten::logical_not", logical_not},
     {"aten::neg", neg},
     {"aten::relu", relu},
     {"aten::gelu", gelu},

@@ -17,9 +17,11 @@ namespace {
 thread_local bool inside_pool_task = false;
 
 size_t default_threads() {
+  // Parsed by hand: glibc >= 2.38 headers redirect strtol to a symbol older systems lack.
   if (const char* env = std::getenv("EXECUTORCH_NUM_THREADS")) {
-    const long n = std::strtol(env, nullptr, 10);
-    if (n > 0) return static_cast<size_t>(n);
+    size_t n = 0;
+    for (const char* p = env; *p >= '0' && *p <= '9' && n < 4096; ++p) n = n * 10 + static_cast<size_t>(*p - '0');
+    if (n > 0) return n;
   }
   return std::max(1u, std::thread::hardware_concurrency());
 }

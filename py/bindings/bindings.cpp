@@ -1,23 +1,57 @@
-// executorch._C: the Python extension. It links the shared runtime (and, in a CUDA build, keeps the
-// delegate library in DT_NEEDED so that its registration runs) and defines none of their symbols.
+// executorch._C: the Python extension. It links the shared runtime libraries (and keeps the kernel
+// and delegate libraries in DT_NEEDED so that their registrations run) and defines none of their
+// symbols. C++ exceptions stay inside this file: runtime Errors become ExecutorchError here.
+#include <cstring>
+#include <memory>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
+#include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <executorch/extension/threadpool/threadpool.h>
 #include <executorch/runtime/backend/interface.h>
+#include <executorch/runtime/core/log.h>
+#include <executorch/runtime/executor/method.h>
+#include <executorch/runtime/executor/program.h>
+#include <executorch/runtime/kernel/kernel_registry.h>
 
 namespace py = pybind11;
 namespace rt = executorch::runtime;
 
 namespace {
 
+struct RuntimeFailure : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+[[noreturn]] void raise(rt::Error error, const std::string& what) {
+  std::string message = what + ": " + rt::to_string(error);
+  const char* detail = rt::last_error_message();
+  if (detail && *detail) message += ": " + std::string(detail);
+  throw RuntimeFailure(message);
+}
+
+template <typename T>
+T unwrap(rt::Result<T>&& result, const std::string& what) {
+  if (!result.ok()) raise(result.error(), what);
+  return std::move(result.get());
+}
+
 std::vector<std::string> registered_backends() {
   std::vector<std::string> names;
-  const size_t n = rt::get_num_registered_backends();
-  for (size_t i = 0; i < n; ++i) {
+  for (size_t i = 0; i < rt::get_num_registered_backends(); ++i) {
     if (const char* name = rt::get_backend_name(i)) names.emplace_back(name);
+  }
+  return names;
+}
+
+std::vector<std::string> registered_kernels() {
+  std::vector<std::string> names;
+  for (size_t i = 0; i < rt::get_num_registered_kernels(); ++i) {
+    if (const char* name = rt::get_kernel_name(i)) names.emplace_back(name);
   }
   return names;
 }
@@ -31,12 +65,197 @@ bool is_available(const std::string& name) {
   return backend->is_available();
 }
 
+// numpy dtype <-> ScalarType
+bool scalar_type_of(const py::dtype& dt, rt::ScalarType* out) {
+  const char kind = dt.kind();
+  const auto size = dt.itemsize();
+  if (kind == 'f' && size == 4) return *out = rt::ScalarType::Float, true;
+  if (kind == 'f' && size == 8) return *out = rt::ScalarType::Double, true;
+  if (kind == 'i' && size == 8) return *out = rt::ScalarType::Long, true;
+  if (kind == 'i' && size == 4) return *out = rt::ScalarType::Int, true;
+  if (kind == 'i' && size == 1) return *out = rt::ScalarType::Char, true;
+  if (kind == 'u' && size == 1) return *out = rt::ScalarType::Byte, true;
+  if (kind == 'b') return *out = rt::ScalarType::Bool, true;
+  return false;
+}
+
+const char* numpy_name(rt::ScalarType t) {
+  switch (t) {
+    case rt::ScalarType::Float: return "float32";
+    case rt::ScalarType::Double: return "float64";
+    case rt::ScalarType::Long: return "int64";
+    case rt::ScalarType::Int: return "int32";
+    case rt::ScalarType::Char: return "int8";
+    case rt::ScalarType::Byte: return "uint8";
+    case rt::ScalarType::Bool: return "bool";
+    case rt::ScalarType::Half: return "float16";
+    default: return nullptr;
+  }
+}
+
+py::object to_python(const rt::EValue& v) {
+  switch (v.tag()) {
+    case rt::EValue::Tag::None: return py::none();
+    case rt::EValue::Tag::Int: return py::int_(v.to_int());
+    case rt::EValue::Tag::Double: return py::float_(v.to_double());
+    case rt::EValue::Tag::Bool: return py::bool_(v.to_bool());
+    case rt::EValue::Tag::Tensor: {
+      const rt::Tensor& t = v.to_tensor();
+      const char* name = numpy_name(t.scalar_type());
+      if (name == nullptr) throw RuntimeFailure(std::string("output dtype ") + rt::to_string(t.scalar_type()) + " has no numpy equivalent");
+      if (t.is_cuda()) throw RuntimeFailure("output tensor is in CUDA memory; copy it to the CPU in the program");
+      std::vector<py::ssize_t> shape(t.sizes(), t.sizes() + t.dim());
+      py::array out(py::dtype(name), shape);
+      if (t.nbytes()) std::memcpy(out.mutable_data(), t.const_data_ptr(), t.nbytes());
+      return std::move(out);
+    }
+    default:
+      throw RuntimeFailure("output of an unsupported kind");
+  }
+}
+
+class PyProgram;
+
+class PyMethod {
+ public:
+  PyMethod(std::shared_ptr<rt::Program> program, std::unique_ptr<rt::Method> method)
+      : program_(std::move(program)), method_(std::move(method)) {}
+
+  std::string name() const { return method_->name(); }
+  size_t num_inputs() const { return method_->num_inputs(); }
+  size_t num_outputs() const { return method_->num_outputs(); }
+
+  // [(dtype name, shape)] for tensor inputs, (kind, value) for scalars.
+  py::list input_meta() const {
+    py::list out;
+    for (size_t i = 0; i < method_->num_inputs(); ++i) {
+      const rt::EValue& v = method_->input(i);
+      if (v.is_tensor()) {
+        const rt::Tensor& t = v.to_tensor();
+        out.append(py::make_tuple(rt::to_string(t.scalar_type()), std::vector<int64_t>(t.sizes(), t.sizes() + t.dim())));
+      } else {
+        out.append(py::make_tuple("scalar", to_python(v)));
+      }
+    }
+    return out;
+  }
+
+  py::list execute(const py::sequence& inputs) {
+    if (static_cast<size_t>(py::len(inputs)) != method_->num_inputs()) {
+      throw py::value_error("method '" + name() + "' takes " + std::to_string(method_->num_inputs()) +
+                            " inputs, got " + std::to_string(py::len(inputs)));
+    }
+    std::vector<py::array> keep;  // arrays stay alive until execute returns
+    for (size_t i = 0; i < method_->num_inputs(); ++i) {
+      py::handle item = inputs[i];
+      rt::Error err;
+      if (py::isinstance<py::bool_>(item)) {
+        err = method_->set_input(i, rt::EValue(item.cast<bool>()));
+      } else if (py::isinstance<py::int_>(item)) {
+        err = method_->set_input(i, rt::EValue(item.cast<int64_t>()));
+      } else if (py::isinstance<py::float_>(item)) {
+        err = method_->set_input(i, rt::EValue(item.cast<double>()));
+      } else {
+        py::array arr = py::array::ensure(item, py::array::c_style);
+        if (!arr) throw py::type_error("input " + std::to_string(i) + " is not an array or number");
+        rt::ScalarType dtype;
+        if (!scalar_type_of(arr.dtype(), &dtype)) {
+          throw py::type_error("input " + std::to_string(i) + " has unsupported dtype " + py::str(arr.dtype()).cast<std::string>());
+        }
+        std::vector<int64_t> sizes(arr.shape(), arr.shape() + arr.ndim());
+        std::vector<int64_t> strides(sizes.size(), 1);
+        const rt::Tensor t(dtype, static_cast<int>(sizes.size()), sizes.data(), strides.data(), arr.mutable_data());
+        err = method_->set_input(i, rt::EValue(t));
+        keep.push_back(std::move(arr));
+      }
+      if (err != rt::Error::Ok) raise(err, "input " + std::to_string(i));
+    }
+    rt::Error err;
+    {
+      py::gil_scoped_release release;
+      err = method_->execute();
+    }
+    if (err != rt::Error::Ok) raise(err, "executing '" + name() + "'");
+    py::list outputs;
+    for (size_t i = 0; i < method_->num_outputs(); ++i) outputs.append(to_python(method_->get_output(i)));
+    return outputs;
+  }
+
+ private:
+  std::shared_ptr<rt::Program> program_;
+  std::unique_ptr<rt::Method> method_;
+};
+
+class PyProgram {
+ public:
+  explicit PyProgram(std::shared_ptr<rt::Program> program) : program_(std::move(program)) {}
+
+  std::vector<std::string> method_names() const {
+    std::vector<std::string> names;
+    for (size_t i = 0; i < program_->num_methods(); ++i) names.emplace_back(program_->method_name(i));
+    return names;
+  }
+
+  std::unique_ptr<PyMethod> load_method(const std::string& name) const {
+    if (!program_->has_method(name.c_str())) {
+      throw py::key_error("the program has no method '" + name + "'; it has " +
+                          py::str(py::cast(method_names())).cast<std::string>());
+    }
+    auto method = unwrap(program_->load_method(name.c_str()), "loading method '" + name + "'");
+    return std::make_unique<PyMethod>(program_, std::move(method));
+  }
+
+  py::object metadata(const std::string& key) const {
+    const char* value = program_->metadata(key.c_str());
+    return value ? py::object(py::str(value)) : py::object(py::none());
+  }
+
+ private:
+  std::shared_ptr<rt::Program> program_;
+};
+
+std::unique_ptr<PyProgram> load_program_bytes(const py::bytes& data) {
+  std::string_view view = data;
+  std::unique_ptr<rt::DataLoader> loader =
+      unwrap(rt::OwnedBufferDataLoader::copy_of(view.data(), view.size()), "copying the program");
+  return std::make_unique<PyProgram>(
+      std::shared_ptr<rt::Program>(unwrap(rt::Program::load(std::move(loader)), "loading the program")));
+}
+
+std::unique_ptr<PyProgram> load_program_file(const std::string& path) {
+  std::unique_ptr<rt::DataLoader> loader = unwrap(rt::FileDataLoader::from(path.c_str()), "opening " + path);
+  return std::make_unique<PyProgram>(
+      std::shared_ptr<rt::Program>(unwrap(rt::Program::load(std::move(loader)), "loading " + path)));
+}
+
 }  // namespace
 
 PYBIND11_MODULE(_C, m) {
   m.doc() = "executorch runtime bindings";
+  static py::exception<RuntimeFailure> error(m, "ExecutorchError", PyExc_RuntimeError);
+
   m.def("registered_backends", &registered_backends,
         "Names of the backends registered in the runtime's backend registry, in order.");
+  m.def("registered_kernels", &registered_kernels, "Operator names with a registered kernel, in order.");
   m.def("is_available", &is_available, py::arg("name"),
         "Whether the registered backend `name` can run on this machine (KeyError if unknown).");
+  m.def("num_threads", &executorch::extension::threadpool::get_num_threads);
+  m.def("set_num_threads", &executorch::extension::threadpool::set_num_threads, py::arg("threads"));
+  m.def("threadpool_identity", [] {
+    return reinterpret_cast<uintptr_t>(executorch::extension::threadpool::pool_identity());
+  });
+  m.def("load_program_bytes", &load_program_bytes, py::arg("data"));
+  m.def("load_program_file", &load_program_file, py::arg("path"));
+
+  py::class_<PyProgram>(m, "Program")
+      .def_property_readonly("method_names", &PyProgram::method_names)
+      .def("load_method", &PyProgram::load_method, py::arg("name"))
+      .def("metadata", &PyProgram::metadata, py::arg("key"));
+
+  py::class_<PyMethod>(m, "Method")
+      .def_property_readonly("name", &PyMethod::name)
+      .def_property_readonly("num_inputs", &PyMethod::num_inputs)
+      .def_property_readonly("num_outputs", &PyMethod::num_outputs)
+      .def("input_meta", &PyMethod::input_meta)
+      .def("execute", &PyMethod::execute, py::arg("inputs"));
 }

@@ -2,7 +2,7 @@
 
 def flatbuffer_cc_library(name, src, include_prefix, visibility = None):
     """A header-only cc_library with the C++ code flatc generates for `src` (<stem>_generated.h)."""
-    stem = src.split("/")[-1].rsplit(".", 1)[0]
+    stem = src.replace(":", "/").split("/")[-1].rsplit(".", 1)[0]
     native.genrule(
         name = name + "_gen",
         srcs = [src],
@@ -20,7 +20,7 @@ def flatbuffer_cc_library(name, src, include_prefix, visibility = None):
 
 def flatbuffer_py_module(name, src, out, visibility = None):
     """The Python module flatc generates for `src`, written to `out` (a path in this package)."""
-    stem = src.split("/")[-1].rsplit(".", 1)[0]
+    stem = src.replace(":", "/").split("/")[-1].rsplit(".", 1)[0]
     native.genrule(
         name = name,
         srcs = [src],

@@ -1,8 +1,25 @@
-"""The runtime, as seen from Python: the backend registry of the one shared runtime library."""
+"""The runtime, from Python: load programs, run methods, query the backend registry.
+
+    from executorch.runtime import Runtime
+    program = Runtime.get().load_program("model.pte")      # or the bytes of one
+    method = program.load_method("forward")
+    outputs = method.execute([np.random.rand(1, 3, 32, 32).astype(np.float32)])
+
+Inputs are numpy arrays (torch tensors work too, without a copy on the CPU) or Python numbers;
+outputs are numpy arrays, or torch tensors when the inputs were. Failures raise ExecutorchError
+(a RuntimeError) carrying the runtime's message; a missing method raises KeyError.
+"""
 
 from __future__ import annotations
 
+import os
+from typing import Any, Sequence
+
+import numpy as np
+
 from executorch import _C
+
+ExecutorchError = _C.ExecutorchError
 
 
 def registered_backends() -> list[str]:
@@ -15,4 +32,94 @@ def is_available(name: str) -> bool:
     return bool(_C.is_available(name))
 
 
-__all__ = ["registered_backends", "is_available"]
+def _is_torch_tensor(x: Any) -> bool:
+    # Checked by type name: the runtime never imports torch itself.
+    return type(x).__module__.startswith("torch") and type(x).__name__ in ("Tensor", "Parameter")
+
+
+class Method:
+    """A loaded method of a program. Not thread-safe: load one per thread."""
+
+    def __init__(self, method: Any) -> None:
+        self._method = method
+
+    @property
+    def name(self) -> str:
+        return self._method.name
+
+    @property
+    def num_inputs(self) -> int:
+        return self._method.num_inputs
+
+    @property
+    def num_outputs(self) -> int:
+        return self._method.num_outputs
+
+    def input_meta(self) -> list[tuple[str, Any]]:
+        """(dtype name, shape) of each tensor input; ("scalar", value) for number inputs."""
+        return [(kind, list(v) if isinstance(v, list) else v) for kind, v in self._method.input_meta()]
+
+    def execute(self, inputs: Sequence[Any]) -> list[Any]:
+        as_torch = any(_is_torch_tensor(x) for x in inputs)
+        arrays = [x.detach().cpu().numpy() if _is_torch_tensor(x) else x for x in inputs]
+        outputs = self._method.execute(arrays)
+        if as_torch:
+            import torch  # present: the caller passed torch tensors
+
+            return [torch.from_numpy(o) if isinstance(o, np.ndarray) else o for o in outputs]
+        return outputs
+
+    __call__ = execute
+
+
+class Program:
+    """A loaded program; its methods share its constants."""
+
+    def __init__(self, program: Any) -> None:
+        self._program = program
+
+    @property
+    def method_names(self) -> list[str]:
+        return list(self._program.method_names)
+
+    def load_method(self, name: str = "forward") -> Method:
+        return Method(self._program.load_method(name))
+
+    def metadata(self, key: str) -> str | None:
+        return self._program.metadata(key)
+
+
+class Runtime:
+    """The process's runtime: one backend registry, one kernel registry, one thread pool."""
+
+    _instance: Runtime | None = None
+
+    @classmethod
+    def get(cls) -> Runtime:
+        if cls._instance is None:
+            cls._instance = cls()
+        return cls._instance
+
+    def load_program(self, source: bytes | bytearray | memoryview | str | os.PathLike[str]) -> Program:
+        """Loads a .pte from a path (memory-mapped) or from its bytes (copied)."""
+        if isinstance(source, (bytes, bytearray, memoryview)):
+            return Program(_C.load_program_bytes(bytes(source)))
+        return Program(_C.load_program_file(os.fspath(source)))
+
+    @property
+    def registered_backends(self) -> list[str]:
+        return registered_backends()
+
+    def is_available(self, name: str) -> bool:
+        return is_available(name)
+
+    @property
+    def num_threads(self) -> int:
+        return int(_C.num_threads())
+
+    def set_num_threads(self, threads: int) -> None:
+        """Resizes the CPU thread pool (0: back to the CPU count or EXECUTORCH_NUM_THREADS)."""
+        _C.set_num_threads(threads)
+
+
+__all__ = ["ExecutorchError", "Method", "Program", "Runtime", "is_available", "registered_backends"]

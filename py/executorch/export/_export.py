@@ -1,0 +1,302 @@
+"""Lowers an exported PyTorch graph to a program: values, kernel calls, constants, planned memory."""
+
+from __future__ import annotations
+
+import operator
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+import torch
+
+from executorch.export._errors import ExportError, UnsupportedOperatorError
+from executorch.export._planner import Allocation, plan
+from executorch.serialization.pte import KernelCall, Plan, ProgramSpec, TensorSpec, Value, serialize
+
+# PyTorch's ScalarType codes, which the program format uses.
+DTYPE_CODES = {
+    torch.uint8: 0,
+    torch.int8: 1,
+    torch.int16: 2,
+    torch.int32: 3,
+    torch.int64: 4,
+    torch.float16: 5,
+    torch.float32: 6,
+    torch.float64: 7,
+    torch.bool: 11,
+    torch.bfloat16: 15,
+}
+
+# Ops that only restate their input in a functional graph.
+_IDENTITY_OPS = {
+    torch.ops.aten.alias.default,
+    torch.ops.aten.detach.default,
+    torch.ops.aten.lift_fresh_copy.default,
+}
+# Ops whose result depends only on the (static) shape of their tensor argument: folded.
+_SHAPE_ONLY_OPS = {
+    torch.ops.aten.full_like.default,
+    torch.ops.aten.zeros_like.default,
+    torch.ops.aten.ones_like.default,
+    torch.ops.aten.empty_like.default,
+}
+# Ops with no effect on values.
+_SKIPPED_OPS = {
+    torch.ops.aten._assert_tensor_metadata.default,
+    torch.ops.aten._assert_scalar.default,
+}
+
+
+def supported_operators() -> list[str]:
+    """Operator names ("aten::add.Tensor") with a kernel in the installed runtime."""
+    from executorch import _C
+
+    return list(_C.registered_kernels())
+
+
+@dataclass
+class _Const:
+    tensor: torch.Tensor
+
+
+class _Lowering:
+    def __init__(self, name: str, supported: set[str]) -> None:
+        self.plan = Plan(name=name)
+        self.supported = supported
+        self.constants: list[bytes] = []  # one segment: constant tensors, 16-byte aligned
+        self.constant_bytes = 0
+        self.constant_values: dict[int, int] = {}  # id(tensor) -> value index
+        self.allocations: dict[int, Allocation] = {}  # value index -> lifetime (planned tensors)
+        self.op_index: dict[tuple[str, str], int] = {}
+
+    # Values -------------------------------------------------------------------------------------
+
+    def add_value(self, kind: str, payload: Any = None) -> int:
+        self.plan.values.append(Value(kind, payload))
+        return len(self.plan.values) - 1
+
+    def planned_tensor(self, meta: torch.Tensor, first_use: int, where: str) -> int:
+        if meta.dtype not in DTYPE_CODES:
+            raise ExportError(f"{where}: dtype {meta.dtype} is not supported")
+        sizes = []
+        for s in meta.shape:
+            if not isinstance(s, int):
+                raise ExportError(f"{where}: dynamic size {s} (only static shapes are supported)")
+            sizes.append(int(s))
+        index = self.add_value("tensor", TensorSpec(dtype=DTYPE_CODES[meta.dtype], sizes=sizes, mem_id=0))
+        nbytes = meta.element_size() * int(torch.Size(sizes).numel())
+        self.allocations[index] = Allocation(size=nbytes, first_use=first_use, last_use=first_use)
+        return index
+
+    def constant_tensor(self, t: torch.Tensor) -> int:
+        key = id(t)
+        if key in self.constant_values:
+            return self.constant_values[key]
+        if t.dtype not in DTYPE_CODES:
+            raise ExportError(f"constant of dtype {t.dtype} is not supported")
+        data = t.detach().contiguous().cpu().numpy().tobytes() if t.dtype != torch.bfloat16 else (
+            t.detach().contiguous().cpu().view(torch.int16).numpy().tobytes()
+        )
+        offset = (self.constant_bytes + 15) // 16 * 16
+        if offset > self.constant_bytes:
+            self.constants.append(b"\0" * (offset - self.constant_bytes))
+        self.constants.append(data)
+        self.constant_bytes = offset + len(data)
+        index = self.add_value(
+            "tensor", TensorSpec(dtype=DTYPE_CODES[t.dtype], sizes=list(t.shape), data_segment=0, data_offset=offset)
+        )
+        self.constant_values[key] = index
+        return index
+
+    def use(self, index: int, step: int) -> None:
+        if index in self.allocations:
+            a = self.allocations[index]
+            a.last_use = max(a.last_use, step)
+
+    # Arguments ----------------------------------------------------------------------------------
+
+    def argument(self, value: Any, env: dict, step: int, where: str) -> int:
+        if isinstance(value, torch.fx.Node):
+            ref = env[value]
+            if isinstance(ref, _Const):
+                return self.constant_tensor(ref.tensor)
+            if isinstance(ref, int):
+                self.use(ref, step)
+                return ref
+            raise ExportError(f"{where}: argument {value.name} has no single value")
+        if isinstance(value, torch.Tensor):
+            return self.constant_tensor(value)
+        if value is None:
+            return self.add_value("null")
+        if isinstance(value, bool):
+            return self.add_value("bool", value)
+        if isinstance(value, int):
+            return self.add_value("int", value)
+        if isinstance(value, float):
+            return self.add_value("double", value)
+        if isinstance(value, str):
+            return self.add_value("string", value)
+        if isinstance(value, torch.dtype):
+            return self.add_value("int", DTYPE_CODES[value])
+        if isinstance(value, (torch.device, torch.layout, torch.memory_format)):
+            return self.add_value("null")
+        if isinstance(value, (list, tuple)):
+            items = list(value)
+            if any(isinstance(v, (torch.fx.Node, torch.Tensor)) for v in items):
+                return self.add_value("tensor_list", [self.argument(v, env, step, where) for v in items])
+            if all(isinstance(v, bool) for v in items) and items:
+                return self.add_value("bool_list", items)
+            if all(isinstance(v, int) and not isinstance(v, bool) for v in items):
+                return self.add_value("int_list", items)
+            if all(isinstance(v, (int, float)) for v in items):
+                return self.add_value("double_list", [float(v) for v in items])
+        raise ExportError(f"{where}: argument {value!r} of type {type(value).__name__} is not supported")
+
+    def operator(self, target: torch._ops.OpOverload) -> tuple[int, str]:
+        name = target._schema.name
+        overload = "" if target._overloadname == "default" else target._overloadname
+        full = f"{name}.{overload}" if overload else name
+        key = (name, overload)
+        if key not in self.op_index:
+            self.op_index[key] = len(self.plan.operators)
+            self.plan.operators.append(key)
+        return self.op_index[key], full
+
+
+def _schema_args(node: torch.fx.Node) -> list[Any]:
+    """Every argument of the call in schema order, defaults filled in."""
+    out = []
+    for i, arg in enumerate(node.target._schema.arguments):
+        if not arg.kwarg_only and i < len(node.args):
+            out.append(node.args[i])
+        elif arg.name in node.kwargs:
+            out.append(node.kwargs[arg.name])
+        elif arg.has_default_value():
+            out.append(arg.default_value)
+        else:
+            raise ExportError(f"node {node.name}: missing argument {arg.name}")
+    return out
+
+
+def _is_constant(value: Any, env: dict) -> bool:
+    if isinstance(value, torch.fx.Node):
+        return isinstance(env.get(value), _Const)
+    if isinstance(value, (list, tuple)):
+        return all(_is_constant(v, env) for v in value)
+    return True
+
+
+def _materialize(value: Any, env: dict) -> Any:
+    if isinstance(value, torch.fx.Node):
+        return env[value].tensor
+    if isinstance(value, (list, tuple)):
+        return type(value)(_materialize(v, env) for v in value)
+    return value
+
+
+def _lower(ep: torch.export.ExportedProgram, name: str, supported: set[str]) -> tuple[Plan, bytes]:
+    low = _Lowering(name, supported)
+    sig = ep.graph_signature
+    params = {**sig.inputs_to_parameters, **sig.inputs_to_buffers}
+    lifted = sig.inputs_to_lifted_tensor_constants
+    user_inputs = list(sig.user_inputs)
+    env: dict[torch.fx.Node, Any] = {}
+    step = 0
+    for node in ep.graph.nodes:
+        where = f"node {node.name}"
+        if node.op == "placeholder":
+            if node.name in params:
+                env[node] = _Const(ep.state_dict[params[node.name]])
+            elif node.name in lifted:
+                env[node] = _Const(ep.constants[lifted[node.name]])
+            elif node.name in user_inputs:
+                meta = node.meta.get("val")
+                if isinstance(meta, torch.Tensor):
+                    env[node] = low.planned_tensor(meta, -1, f"input {node.name}")
+                elif isinstance(meta, (int, float, bool)):
+                    env[node] = low.add_value({bool: "bool", int: "int", float: "double"}[type(meta)], meta)
+                else:
+                    raise ExportError(f"input {node.name}: {type(meta).__name__} inputs are not supported")
+                low.plan.inputs.append(env[node])
+            else:
+                raise ExportError(f"{where}: unknown kind of graph input")
+        elif node.op == "call_function":
+            if node.target is operator.getitem:
+                source, index = node.args
+                env[node] = env[source][index]
+                continue
+            if not isinstance(node.target, torch._ops.OpOverload):
+                raise ExportError(f"{where}: call to {node.target} is not an ATen operator")
+            if node.target in _SKIPPED_OPS:
+                continue
+            if node.target in _IDENTITY_OPS:
+                env[node] = env[node.args[0]]
+                continue
+            if node.target in _SHAPE_ONLY_OPS:
+                meta = node.meta["val"]
+                fill = {torch.ops.aten.full_like.default: node.args[1] if len(node.args) > 1 else 0,
+                        torch.ops.aten.ones_like.default: 1}.get(node.target, 0)
+                env[node] = _Const(torch.full(tuple(meta.shape), fill, dtype=meta.dtype))
+                continue
+            if all(_is_constant(a, env) for a in list(node.args) + list(node.kwargs.values())):
+                # Depends on no input: compute it now and store the result.
+                with torch.no_grad():
+                    result = node.target(*_materialize(node.args, env), **_materialize(node.kwargs, env))
+                env[node] = [_Const(r) for r in result] if isinstance(result, (tuple, list)) else _Const(result)
+                continue
+            op_index, full = low.operator(node.target)
+            if full not in supported:
+                raise UnsupportedOperatorError(full, node.name, sorted(supported))
+            args = [low.argument(a, env, step, where) for a in _schema_args(node)]
+            meta = node.meta.get("val")
+            if isinstance(meta, torch.Tensor):
+                out = low.planned_tensor(meta, step, f"{where} ({full})")
+                env[node] = out
+                outs = [out]
+            elif isinstance(meta, (tuple, list)) and all(isinstance(m, torch.Tensor) for m in meta):
+                outs = [low.planned_tensor(m, step, f"{where} ({full})") for m in meta]
+                env[node] = outs
+            else:
+                raise ExportError(f"{where} ({full}): outputs of type {type(meta).__name__} are not supported")
+            low.plan.instructions.append(KernelCall(op_index, args + outs))
+            step += 1
+        elif node.op == "output":
+            results = node.args[0]
+            for r in results if isinstance(results, (tuple, list)) else [results]:
+                ref = env.get(r) if isinstance(r, torch.fx.Node) else None
+                if isinstance(ref, int):
+                    low.plan.outputs.append(ref)
+                elif isinstance(ref, _Const) or isinstance(r, torch.Tensor):
+                    low.plan.outputs.append(low.constant_tensor(ref.tensor if ref else r))
+                else:
+                    raise ExportError(f"output {r!r} is not a tensor the program computes")
+        else:
+            raise ExportError(f"{where}: graph node kind {node.op} is not supported")
+
+    for index in low.plan.outputs:
+        if index in low.allocations:
+            low.allocations[index].last_use = step
+    size = plan(list(low.allocations.values()))
+    for index, a in low.allocations.items():
+        low.plan.values[index].payload.mem_offset = a.offset
+    low.plan.buffer_sizes = [size]
+    return low.plan, b"".join(low.constants)
+
+
+def export(
+    module: torch.nn.Module,
+    example_inputs: Sequence[Any],
+    *,
+    method_name: str = "forward",
+    metadata: dict[str, str] | None = None,
+) -> bytes:
+    """The .pte bytes of `module` traced with `example_inputs` (shapes are fixed to theirs)."""
+    module = module.eval()
+    with torch.no_grad():
+        try:
+            ep = torch.export.export(module, tuple(example_inputs))
+        except Exception as e:  # torch's own message says what could not be traced
+            raise ExportError(f"torch.export could not capture the module: {e}") from e
+        ep = ep.run_decompositions()
+    plan_, constants = _lower(ep, method_name, set(supported_operators()))
+    meta = {"producer": "executorch.export", "torch_version": torch.__version__, **(metadata or {})}
+    return serialize(ProgramSpec(plans=[plan_], segments=[constants], metadata=meta))

@@ -1,0 +1,272 @@
+"""Writes .pte files: a 32-byte container header, the FlatBuffer (schema/program.fbs), then the
+16-byte-aligned data segments. docs/program_format.md describes the layout; the runtime's
+Program::load reads it.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass, field
+from typing import Any
+
+import flatbuffers
+import numpy as np
+
+from executorch.serialization import program_generated as fb
+
+CONTAINER_MAGIC = b"XTPF"
+CONTAINER_VERSION = 1
+PROGRAM_VERSION = 1
+HEADER_SIZE = 32
+SEGMENT_ALIGNMENT = 16
+
+
+@dataclass
+class TensorSpec:
+    """A tensor value: dtype code (PyTorch's ScalarType), sizes, and where its bytes live."""
+
+    dtype: int
+    sizes: list[int]
+    data_segment: int = -1
+    data_offset: int = 0
+    mem_id: int = -1
+    mem_offset: int = 0
+    device: int = 0  # 0 CPU, 1 CUDA
+    device_index: int = 0
+
+
+@dataclass
+class Value:
+    """kind: null, int, double, bool, string, tensor, int_list, double_list, bool_list, tensor_list."""
+
+    kind: str
+    payload: Any = None
+
+
+@dataclass
+class KernelCall:
+    op_index: int
+    args: list[int]
+
+
+@dataclass
+class DelegateCall:
+    delegate_index: int
+    args: list[int]
+
+
+@dataclass
+class Delegate:
+    backend_id: str
+    segment: int  # payload segment index
+    compile_specs: dict[str, bytes] = field(default_factory=dict)
+
+
+@dataclass
+class Plan:
+    name: str
+    values: list[Value] = field(default_factory=list)
+    inputs: list[int] = field(default_factory=list)
+    outputs: list[int] = field(default_factory=list)
+    instructions: list[KernelCall | DelegateCall] = field(default_factory=list)
+    operators: list[tuple[str, str]] = field(default_factory=list)
+    delegates: list[Delegate] = field(default_factory=list)
+    buffer_sizes: list[int] = field(default_factory=list)
+
+
+@dataclass
+class ProgramSpec:
+    plans: list[Plan]
+    segments: list[bytes] = field(default_factory=list)
+    metadata: dict[str, str] = field(default_factory=dict)
+
+
+def _offsets_vector(b: flatbuffers.Builder, offsets: list[int]) -> int:
+    b.StartVector(4, len(offsets), 4)
+    for off in reversed(offsets):
+        b.PrependUOffsetTRelative(off)
+    return b.EndVector()
+
+
+def _numbers(b: flatbuffers.Builder, items: list, dtype: str) -> int:
+    return b.CreateNumpyVector(np.asarray(items, dtype=dtype))
+
+
+def _tensor(b: flatbuffers.Builder, t: TensorSpec) -> int:
+    sizes = _numbers(b, t.sizes, "<i8")
+    fb.TensorStart(b)
+    fb.TensorAddScalarType(b, t.dtype)
+    fb.TensorAddSizes(b, sizes)
+    fb.TensorAddDataSegment(b, t.data_segment)
+    fb.TensorAddDataOffset(b, t.data_offset)
+    fb.TensorAddMemId(b, t.mem_id)
+    fb.TensorAddMemOffset(b, t.mem_offset)
+    fb.TensorAddDevice(b, t.device)
+    fb.TensorAddDeviceIndex(b, t.device_index)
+    return fb.TensorEnd(b)
+
+
+def _value(b: flatbuffers.Builder, v: Value) -> int:
+    kind, p = v.kind, v.payload
+    if kind == "null":
+        fb.NullStart(b)
+        off, typ = fb.NullEnd(b), fb.KernelTypes.Null
+    elif kind == "int":
+        fb.IntStart(b)
+        fb.IntAddIntVal(b, int(p))
+        off, typ = fb.IntEnd(b), fb.KernelTypes.Int
+    elif kind == "double":
+        fb.DoubleStart(b)
+        fb.DoubleAddDoubleVal(b, float(p))
+        off, typ = fb.DoubleEnd(b), fb.KernelTypes.Double
+    elif kind == "bool":
+        fb.BoolStart(b)
+        fb.BoolAddBoolVal(b, bool(p))
+        off, typ = fb.BoolEnd(b), fb.KernelTypes.Bool
+    elif kind == "string":
+        s = b.CreateString(p)
+        fb.StringStart(b)
+        fb.StringAddStringVal(b, s)
+        off, typ = fb.StringEnd(b), fb.KernelTypes.String
+    elif kind == "tensor":
+        off, typ = _tensor(b, p), fb.KernelTypes.Tensor
+    elif kind == "int_list":
+        items = _numbers(b, p, "<i8")
+        fb.IntListStart(b)
+        fb.IntListAddItems(b, items)
+        off, typ = fb.IntListEnd(b), fb.KernelTypes.IntList
+    elif kind == "double_list":
+        items = _numbers(b, p, "<f8")
+        fb.DoubleListStart(b)
+        fb.DoubleListAddItems(b, items)
+        off, typ = fb.DoubleListEnd(b), fb.KernelTypes.DoubleList
+    elif kind == "bool_list":
+        items = _numbers(b, p, "u1")
+        fb.BoolListStart(b)
+        fb.BoolListAddItems(b, items)
+        off, typ = fb.BoolListEnd(b), fb.KernelTypes.BoolList
+    elif kind == "tensor_list":
+        items = _numbers(b, p, "<i4")
+        fb.TensorListStart(b)
+        fb.TensorListAddItems(b, items)
+        off, typ = fb.TensorListEnd(b), fb.KernelTypes.TensorList
+    else:
+        raise ValueError(f"unknown value kind {kind!r}")
+    fb.EValueStart(b)
+    fb.EValueAddValType(b, typ)
+    fb.EValueAddVal(b, off)
+    return fb.EValueEnd(b)
+
+
+def _instruction(b: flatbuffers.Builder, ins: KernelCall | DelegateCall) -> int:
+    args = _numbers(b, ins.args, "<i4")
+    if isinstance(ins, KernelCall):
+        fb.KernelCallStart(b)
+        fb.KernelCallAddOpIndex(b, ins.op_index)
+        fb.KernelCallAddArgs(b, args)
+        off, typ = fb.KernelCallEnd(b), fb.InstructionArguments.KernelCall
+    else:
+        fb.DelegateCallStart(b)
+        fb.DelegateCallAddDelegateIndex(b, ins.delegate_index)
+        fb.DelegateCallAddArgs(b, args)
+        off, typ = fb.DelegateCallEnd(b), fb.InstructionArguments.DelegateCall
+    fb.InstructionStart(b)
+    fb.InstructionAddInstrArgsType(b, typ)
+    fb.InstructionAddInstrArgs(b, off)
+    return fb.InstructionEnd(b)
+
+
+def _delegate(b: flatbuffers.Builder, d: Delegate) -> int:
+    specs = []
+    for key, value in d.compile_specs.items():
+        k, v = b.CreateString(key), b.CreateByteVector(value)
+        fb.CompileSpecStart(b)
+        fb.CompileSpecAddKey(b, k)
+        fb.CompileSpecAddValue(b, v)
+        specs.append(fb.CompileSpecEnd(b))
+    specs_vec = _offsets_vector(b, specs)
+    fb.BackendDelegateDataReferenceStart(b)
+    fb.BackendDelegateDataReferenceAddLocation(b, fb.DataLocation.SEGMENT)
+    fb.BackendDelegateDataReferenceAddIndex(b, d.segment)
+    ref = fb.BackendDelegateDataReferenceEnd(b)
+    backend_id = b.CreateString(d.backend_id)
+    fb.BackendDelegateStart(b)
+    fb.BackendDelegateAddId(b, backend_id)
+    fb.BackendDelegateAddProcessed(b, ref)
+    fb.BackendDelegateAddCompileSpecs(b, specs_vec)
+    return fb.BackendDelegateEnd(b)
+
+
+def _plan(b: flatbuffers.Builder, p: Plan) -> int:
+    values = _offsets_vector(b, [_value(b, v) for v in p.values])
+    instructions = _offsets_vector(b, [_instruction(b, i) for i in p.instructions])
+    fb.ChainStart(b)
+    fb.ChainAddInstructions(b, instructions)
+    chain = fb.ChainEnd(b)
+    chains = _offsets_vector(b, [chain])
+    operators = []
+    for name, overload in p.operators:
+        n, o = b.CreateString(name), b.CreateString(overload)
+        fb.OperatorStart(b)
+        fb.OperatorAddName(b, n)
+        fb.OperatorAddOverload(b, o)
+        operators.append(fb.OperatorEnd(b))
+    ops = _offsets_vector(b, operators)
+    delegates = _offsets_vector(b, [_delegate(b, d) for d in p.delegates])
+    inputs = _numbers(b, p.inputs, "<i4")
+    outputs = _numbers(b, p.outputs, "<i4")
+    sizes = _numbers(b, p.buffer_sizes, "<u8")
+    name = b.CreateString(p.name)
+    fb.ExecutionPlanStart(b)
+    fb.ExecutionPlanAddName(b, name)
+    fb.ExecutionPlanAddValues(b, values)
+    fb.ExecutionPlanAddInputs(b, inputs)
+    fb.ExecutionPlanAddOutputs(b, outputs)
+    fb.ExecutionPlanAddChains(b, chains)
+    fb.ExecutionPlanAddOperators(b, ops)
+    fb.ExecutionPlanAddDelegates(b, delegates)
+    fb.ExecutionPlanAddNonConstBufferSizes(b, sizes)
+    return fb.ExecutionPlanEnd(b)
+
+
+def _align(n: int, alignment: int = SEGMENT_ALIGNMENT) -> int:
+    return (n + alignment - 1) // alignment * alignment
+
+
+def serialize(program: ProgramSpec) -> bytes:
+    """The .pte bytes of `program`."""
+    b = flatbuffers.Builder(1024)
+    plans = _offsets_vector(b, [_plan(b, p) for p in program.plans])
+    offsets, at = [], 0
+    for seg in program.segments:
+        offsets.append((at, len(seg)))
+        at = _align(at + len(seg))
+    tables = []
+    for off, size in offsets:
+        fb.DataSegmentStart(b)
+        fb.DataSegmentAddOffset(b, off)
+        fb.DataSegmentAddSize(b, size)
+        tables.append(fb.DataSegmentEnd(b))
+    segments = _offsets_vector(b, tables)
+    metadata = []
+    for key, value in program.metadata.items():
+        k, v = b.CreateString(key), b.CreateString(value)
+        fb.ProgramMetadataStart(b)
+        fb.ProgramMetadataAddKey(b, k)
+        fb.ProgramMetadataAddValue(b, v)
+        metadata.append(fb.ProgramMetadataEnd(b))
+    meta = _offsets_vector(b, metadata)
+    fb.ProgramStart(b)
+    fb.ProgramAddVersion(b, PROGRAM_VERSION)
+    fb.ProgramAddExecutionPlan(b, plans)
+    fb.ProgramAddSegments(b, segments)
+    fb.ProgramAddMetadata(b, meta)
+    b.Finish(fb.ProgramEnd(b), file_identifier=b"XTP1")
+    flat = bytes(b.Output())
+    segment_base = _align(HEADER_SIZE + len(flat))
+    body = bytearray()
+    for (off, _), seg in zip(offsets, program.segments):
+        body.extend(b"\0" * (off - len(body)))
+        body.extend(seg)
+    header = CONTAINER_MAGIC + struct.pack("<IQQQ", CONTAINER_VERSION, len(flat), segment_base, len(body))
+    return header + flat + b"\0" * (segment_base - HEADER_SIZE - len(flat)) + bytes(body)

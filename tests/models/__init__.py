@@ -1,0 +1,1 @@
+"""The models the end-to-end tests and the benchmarks export and run."""
