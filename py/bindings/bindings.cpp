@@ -232,7 +232,7 @@ std::unique_ptr<PyProgram> load_program_file(const std::string& path) {
 
 PYBIND11_MODULE(_C, m) {
   m.doc() = "executorch runtime bindings";
-  static py::exception<RuntimeFailure> error(m, "ExecutorchError", PyExc_RuntimeError);
+  py::register_exception<RuntimeFailure>(m, "ExecutorchError", PyExc_RuntimeError);
 
   m.def("registered_backends", &registered_backends,
         "Names of the backends registered in the runtime's backend registry, in order.");

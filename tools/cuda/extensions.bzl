@@ -26,6 +26,8 @@ for base in nvidia.__path__:
 _BUILD_AVAILABLE = """\
 package(default_visibility = ["//visibility:public"])
 
+exports_files(["lib/{cudart}"])
+
 cc_library(
     name = "cuda_headers",
     hdrs = glob(["include/**/*.h", "include/**/*.hpp", "include/**/*.cuh"], allow_empty = True),

@@ -272,7 +272,9 @@ def _lower(ep: torch.export.ExportedProgram, name: str, supported: set[str]) -> 
         else:
             raise ExportError(f"{where}: graph node kind {node.op} is not supported")
 
-    for index in low.plan.outputs:
+    # Inputs and outputs live through the whole method: a method may run again without its inputs
+    # being set again, and outputs are read after it returns.
+    for index in low.plan.inputs + low.plan.outputs:
         if index in low.allocations:
             low.allocations[index].last_use = step
     size = plan(list(low.allocations.values()))

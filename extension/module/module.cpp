@@ -1,0 +1,64 @@
+#include <executorch/extension/module/module.h>
+
+#include <executorch/runtime/core/log.h>
+
+namespace executorch {
+namespace extension {
+
+using runtime::Error;
+
+Module::Module(std::string file_path) : file_path_(std::move(file_path)) {}
+Module::~Module() = default;
+
+Error Module::load() {
+  if (program_) return Error::Ok;
+  auto loader = runtime::FileDataLoader::from(file_path_.c_str());
+  ET_TRY(loader);
+  auto program = runtime::Program::load(std::move(loader.get()));
+  ET_TRY(program);
+  program_ = std::move(program.get());
+  return Error::Ok;
+}
+
+runtime::Result<std::vector<std::string>> Module::method_names() {
+  ET_TRY(load());
+  std::vector<std::string> names;
+  for (size_t i = 0; i < program_->num_methods(); ++i) names.emplace_back(program_->method_name(i));
+  return names;
+}
+
+std::string Module::metadata(const std::string& key) {
+  if (load() != Error::Ok) return "";
+  const char* value = program_->metadata(key.c_str());
+  return value ? value : "";
+}
+
+runtime::Result<runtime::Method*> Module::method(const std::string& name) {
+  ET_TRY(load());
+  auto it = methods_.find(name);
+  if (it == methods_.end()) {
+    auto m = program_->load_method(name.c_str());
+    ET_TRY(m);
+    it = methods_.emplace(name, std::move(m.get())).first;
+  }
+  return it->second.get();
+}
+
+Error Module::load_method(const std::string& name) { return method(name).error(); }
+
+runtime::Result<std::vector<runtime::EValue>> Module::execute(const std::string& name,
+                                                              const std::vector<runtime::EValue>& inputs) {
+  auto m = method(name);
+  ET_TRY(m);
+  runtime::Method* method = m.get();
+  ET_CHECK_OR_RETURN(inputs.size() == method->num_inputs(), Error::InvalidArgument,
+                     "method '%s' takes %zu inputs, got %zu", name.c_str(), method->num_inputs(), inputs.size());
+  for (size_t i = 0; i < inputs.size(); ++i) ET_TRY(method->set_input(i, inputs[i]));
+  ET_TRY(method->execute());
+  std::vector<runtime::EValue> outputs;
+  for (size_t i = 0; i < method->num_outputs(); ++i) outputs.push_back(method->get_output(i));
+  return outputs;
+}
+
+}  // namespace extension
+}  // namespace executorch

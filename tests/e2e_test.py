@@ -1,0 +1,142 @@
+"""End to end: each test model exported from PyTorch, run through the Python runtime and through
+executor_runner, on fresh random inputs, compared with torch eager.
+
+Tolerance (float32): |ours - torch| <= 1e-4 * max(1, max|torch|) elementwise, i.e. 1e-4 relative to
+the output's scale; the kernels accumulate in a different order than PyTorch's.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tests.flags import preload_cuda_runtime
+
+torch = pytest.importorskip("torch", reason="torch is not installed in the test interpreter")
+preload_cuda_runtime()
+
+from executorch.export import UnsupportedOperatorError, export  # noqa: E402
+from executorch.runtime import ExecutorchError, Runtime  # noqa: E402
+from tests.models.zoo import MODELS, fresh_inputs  # noqa: E402
+
+RTOL = 1e-4
+
+
+def assert_close(ours: np.ndarray, ref: np.ndarray) -> None:
+    assert ours.shape == ref.shape and ours.dtype == ref.dtype
+    scale = max(1.0, float(np.abs(ref).max()))
+    np.testing.assert_allclose(ours, ref, rtol=0, atol=RTOL * scale)
+
+
+@pytest.fixture(scope="module", params=sorted(MODELS))
+def exported(request, tmp_path_factory):
+    model, example = MODELS[request.param]()
+    pte = export(model, example)
+    path = tmp_path_factory.mktemp(request.param) / "model.pte"
+    path.write_bytes(pte)
+    return request.param, model, example, path
+
+
+def test_python_runtime_matches_torch(exported) -> None:
+    name, model, example, path = exported
+    method = Runtime.get().load_program(path).load_method("forward")
+    for seed in (11, 12):
+        inputs = fresh_inputs(example, seed)
+        (ours,) = method.execute([x.numpy() for x in inputs])
+        with torch.no_grad():
+            ref = model(*inputs).numpy()
+        assert_close(ours, ref)
+
+
+def test_torch_tensors_in_torch_tensors_out(exported) -> None:
+    name, model, example, path = exported
+    method = Runtime.get().load_program(path.read_bytes()).load_method()
+    inputs = fresh_inputs(example, 13)
+    (ours,) = method.execute(list(inputs))
+    assert isinstance(ours, torch.Tensor)
+    with torch.no_grad():
+        assert_close(ours.numpy(), model(*inputs).numpy())
+
+
+def test_executor_runner_matches_torch(exported, tmp_path: Path) -> None:
+    name, model, example, path = exported
+    inputs = fresh_inputs(example, 21)
+    files = []
+    for i, x in enumerate(inputs):
+        f = tmp_path / f"input_{i}.bin"
+        f.write_bytes(x.numpy().tobytes())
+        files += ["--input", str(f)]
+    runner = os.environ["EXECUTOR_RUNNER"]
+    out = subprocess.run([runner, "--model_path", str(path), *files, "--output_dir", str(tmp_path), "--iterations", "3"],
+                         capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert "3 iteration(s), median" in out.stdout
+    with torch.no_grad():
+        ref = model(*inputs).numpy()
+    ours = np.frombuffer((tmp_path / "output_0.bin").read_bytes(), dtype=ref.dtype).reshape(ref.shape)
+    assert_close(ours, ref)
+
+
+def test_program_metadata_and_methods(exported) -> None:
+    _, _, _, path = exported
+    program = Runtime.get().load_program(path)
+    assert program.method_names == ["forward"]
+    assert program.metadata("producer") == "executorch.export"
+    assert program.metadata("torch_version") == torch.__version__
+
+
+# Bad input gives errors that say what was wrong --------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def mlp_method():
+    model, example = MODELS["mlp"]()
+    return Runtime.get().load_program(export(model, example)).load_method("forward")
+
+
+def test_wrong_dtype_is_an_error(mlp_method) -> None:
+    with pytest.raises(ExecutorchError, match="input 0.*dtype float64, expected float32"):
+        mlp_method.execute([np.zeros((1, 64), dtype=np.float64)])
+
+
+def test_wrong_shape_is_an_error(mlp_method) -> None:
+    with pytest.raises(ExecutorchError, match="input 0.*size 65 at dim 1, expected 64"):
+        mlp_method.execute([np.zeros((1, 65), dtype=np.float32)])
+
+
+def test_wrong_input_count_is_an_error(mlp_method) -> None:
+    with pytest.raises(ValueError, match="takes 1 inputs, got 2"):
+        mlp_method.execute([np.zeros((1, 64), np.float32)] * 2)
+
+
+def test_unknown_method_is_a_key_error() -> None:
+    model, example = MODELS["mlp"]()
+    program = Runtime.get().load_program(export(model, example))
+    with pytest.raises(KeyError, match="no method 'backward'"):
+        program.load_method("backward")
+
+
+@pytest.mark.parametrize("cut", [0, 4, 31, 100, -1])
+def test_truncated_program_is_an_error(cut: int) -> None:
+    model, example = MODELS["cnn"]()
+    pte = export(model, example)
+    with pytest.raises(ExecutorchError, match="InvalidProgram"):
+        Runtime.get().load_program(pte[: cut if cut >= 0 else len(pte) - 1000])
+
+
+def test_unsupported_operator_is_named() -> None:
+    class Cumsum(torch.nn.Module):
+        def forward(self, x):
+            return torch.cumsum(x, 0)
+
+    with pytest.raises(UnsupportedOperatorError, match="aten::cumsum"):
+        export(Cumsum(), (torch.randn(4),))
+
+
+def test_registered_backends_list_the_delegates_of_this_build() -> None:
+    names = Runtime.get().registered_backends
+    assert names == (["CudaBackend"] if os.environ.get("EXECUTORCH_CUDA") == "1" else [])
