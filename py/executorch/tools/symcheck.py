@@ -92,7 +92,7 @@ def read_shared_object(path: Path, name: str) -> SharedObject:
 class Wheel:
     path: Path
     root: Path  # where it was extracted
-    objects: dict[str, SharedObject]
+    objects: dict[str, SharedObject]  # every ELF file: shared objects and executables
 
     def definers(self, token: str, **kwargs: bool) -> list[str]:
         return sorted(n for n, so in self.objects.items() if so.defines(token, **kwargs))
@@ -108,6 +108,11 @@ def find_wheel(directory: str, name: str | None = None) -> Path:
     return wheels[0]
 
 
+def _is_elf(path: Path) -> bool:
+    with open(path, "rb") as f:
+        return f.read(4) == b"\x7fELF"
+
+
 def open_wheel(directory: str, extract_to: Path, name: str | None = None) -> Wheel:
     """Extracts the wheel in `directory` (or the one called `name` there) and reads its objects."""
     path = find_wheel(directory, name)
@@ -115,7 +120,7 @@ def open_wheel(directory: str, extract_to: Path, name: str | None = None) -> Whe
         zf.extractall(extract_to)
     objects = {}
     for p in sorted(extract_to.rglob("*")):
-        if p.is_file() and re.search(r"\.so(\.\d+)*$", p.name):
+        if p.is_file() and _is_elf(p):
             name = p.relative_to(extract_to).as_posix()
             objects[name] = read_shared_object(p, name)
     return Wheel(path=path, root=extract_to, objects=objects)
@@ -142,6 +147,32 @@ EXECUTORCH_COMPONENTS = (
             "_ZN10executorch7runtime27get_num_registered_backends",
             "_ZN10executorch7runtime12_GLOBAL__N_18registryEv",
         ),
+    ),
+    Component(
+        "kernel registry",
+        "executorch/lib/libexecutorch.so.1",
+        (
+            "_ZN10executorch7runtime16register_kernels",
+            "_ZN10executorch7runtime15get_op_function",
+        ),
+    ),
+    Component(
+        "program loader and Module",
+        "executorch/lib/libexecutorch.so.1",
+        ("_ZN10executorch7runtime7Program4load", "_ZN10executorch9extension6Module7execute"),
+    ),
+    Component(
+        "thread pool",
+        "executorch/lib/libexecutorch_threadpool.so.1",
+        (
+            "_ZN10executorch9extension10threadpool12parallel_for",
+            "_ZN10executorch9extension10threadpool12_GLOBAL__N_14poolEv",
+        ),
+    ),
+    Component(
+        "CPU kernels",
+        "executorch/lib/libexecutorch_kernels.so.1",
+        ("_ZN10executorch7kernels5sgemmE",),
     ),
     Component(
         "CUDA delegate",
@@ -182,7 +213,7 @@ def check(wheel: Wheel, components: tuple[Component, ...] | list[Component]) -> 
 
 
 def duplicates(wheel: Wheel) -> dict[str, list[str]]:
-    """Strong (global) symbols that two or more shared objects of the wheel export."""
+    """Strong (global) symbols that two or more ELF files of the wheel export."""
     by_symbol: dict[str, list[str]] = {}
     for name, so in wheel.objects.items():
         for sym, bind in so.dynsym.items():
@@ -212,7 +243,7 @@ def main(argv: list[str] | None = None) -> int:
     source = Path(args.wheel)
     with tempfile.TemporaryDirectory() as tmp:
         wheel = open_wheel(str(source.parent if source.is_file() else source), Path(tmp), name=source.name if source.is_file() else None)
-        print(f"{wheel.path.name}: {len(wheel.objects)} shared objects")
+        print(f"{wheel.path.name}: {len(wheel.objects)} ELF files (shared objects and executables)")
         findings = check(wheel, components)
         width = max(len(f.component.name) for f in findings)
         for f in findings:
@@ -220,7 +251,7 @@ def main(argv: list[str] | None = None) -> int:
         failed = any(f.status == "FAIL" for f in findings)
         if args.duplicates:
             dups = duplicates(wheel)
-            print(f"{len(dups)} strong symbols exported by two or more shared objects")
+            print(f"{len(dups)} strong symbols exported by two or more ELF files")
             for sym, definers in dups.items():
                 print(f"  {sym}: {', '.join(definers)}")
     return 1 if failed else 0
