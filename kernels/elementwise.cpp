@@ -121,6 +121,15 @@ Error compare(Args args, const char* op, F f) {
   Tensor* out;
   ET_TRY(tensor_at(args, 2, op, &out));
   ET_TRY(check_dtype(*out, ScalarType::Bool, op, "output"));
+  if (a.tensor->scalar_type() == ScalarType::Float && same_shape(*a.tensor, *out) &&
+      (!b.tensor || (b.tensor->scalar_type() == ScalarType::Float && same_shape(*b.tensor, *out)))) {
+    const float* pa = a.tensor->data_ptr<float>();
+    const float* pb = b.tensor ? b.tensor->data_ptr<float>() : nullptr;
+    const double sb = b.scalar;
+    bool* po = out->data_ptr<bool>();
+    for (int64_t i = 0; i < out->numel(); ++i) po[i] = f(pa[i], pb ? static_cast<double>(pb[i]) : sb);
+    return Error::Ok;
+  }
   return apply_binary<double>(a, b, *out, op, [&](double x, double y) { return f(x, y) ? 1.0 : 0.0; });
 }
 
@@ -191,6 +200,16 @@ Error where(KernelRuntimeContext&, Args args) {
   if (a.tensor) ET_TRY(broadcast_strides(*a.tensor, *out, op, strides[1]));
   if (b.tensor) ET_TRY(broadcast_strides(*b.tensor, *out, op, strides[2]));
   const bool* c = cond->data_ptr<bool>();
+  if (math == Math::Float && a.tensor && b.tensor && a.tensor->scalar_type() == ScalarType::Float &&
+      b.tensor->scalar_type() == ScalarType::Float) {
+    const float* pa = a.tensor->data_ptr<float>();
+    const float* pb = b.tensor->data_ptr<float>();
+    float* po = out->data_ptr<float>();
+    for_each_broadcast<3>(*out, strides, [&](int64_t i, const int64_t* offs) {
+      po[i] = c[offs[0]] ? pa[offs[1]] : pb[offs[2]];
+    });
+    return Error::Ok;
+  }
   for_each_broadcast<3>(*out, strides, [&](int64_t i, const int64_t* offs) {
     store<double>(*out, i, c[offs[0]] ? read<double>(a, offs[1]) : read<double>(b, offs[2]));
   });
@@ -248,6 +267,16 @@ Error logical_not(KernelRuntimeContext&, Args args) {
   return Error::Ok;
 }
 
+// erf to within 1.5e-7 (Abramowitz & Stegun 7.1.26): a rational term and one exp, several times
+// cheaper than libm's erff; float32 GELU outputs stay within 1e-6 of PyTorch's.
+inline float fast_erf(float x) {
+  const float ax = std::fabs(x);
+  const float t = 1.f / (1.f + 0.3275911f * ax);
+  const float poly = t * (0.254829592f + t * (-0.284496736f + t * (1.421413741f + t * (-1.453152027f + t * 1.061405429f))));
+  const float y = 1.f - poly * std::exp(-ax * ax);
+  return x < 0 ? -y : y;
+}
+
 // gelu(self, approximate): "none" (erf) or "tanh".
 Error gelu(KernelRuntimeContext&, Args args) {
   const char* op = "aten::gelu";
@@ -262,7 +291,7 @@ Error gelu(KernelRuntimeContext&, Args args) {
       return 0.5f * x * (1.f + std::tanh(0.7978845608028654f * (x + 0.044715f * x * x * x)));
     });
   }
-  return unary(args, op, 3, [](float x) { return 0.5f * x * (1.f + std::erf(x * 0.7071067811865476f)); });
+  return unary(args, op, 3, [](float x) { return 0.5f * x * (1.f + fast_erf(x * 0.7071067811865476f)); });
 }
 
 // clone(self, memory_format) and _to_copy(self, dtype, layout, device, pin_memory, non_blocking,

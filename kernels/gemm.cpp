@@ -15,23 +15,39 @@ constexpr int64_t kNR = 16;   // columns of C per micro-tile
 constexpr int64_t kKC = 256;  // depth of a packed block
 constexpr int64_t kMC = 96;   // rows of A per packed block (multiple of kMR)
 
-// acc[kMR][kNR] += a_panel (kc x kMR, column-major per k) * b_panel (kc x kNR). Written as plain
-// loops over fixed sizes so the compiler keeps the tile in vector registers; cloned for AVX2+FMA
-// with a run-time choice, so the same binary runs on any x86-64.
+// Eight floats as one vector value (GCC/Clang vector extension): one AVX register where the CPU
+// has AVX, two SSE registers where it has not.
+typedef float v8f __attribute__((vector_size(32)));
+
+inline v8f load8(const float* p) {
+  v8f v;
+  std::memcpy(&v, p, sizeof(v));
+  return v;
+}
+
+// C[mr x nr] (+)= alpha * a_panel (kc x kMR, packed by k) * b_panel (kc x kNR): a 6 x 16 tile held in
+// twelve vector accumulators. Cloned for x86-64-v3 (AVX2 + FMA) with a run-time choice, so the same
+// binary runs on any x86-64.
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
 __attribute__((target_clones("arch=x86-64-v3", "default")))
 #endif
 void micro_kernel(int64_t kc, const float* __restrict__ ap, const float* __restrict__ bp, float* __restrict__ c,
                   int64_t ldc, int64_t mr, int64_t nr, float alpha, bool accumulate) {
-  float acc[kMR][kNR] = {};
-  for (int64_t p = 0; p < kc; ++p) {
-    const float* a = ap + p * kMR;
-    const float* b = bp + p * kNR;
-    for (int64_t i = 0; i < kMR; ++i) {
-      const float ai = a[i];
-      for (int64_t j = 0; j < kNR; ++j) acc[i][j] += ai * b[j];
-    }
+  static_assert(kMR == 6 && kNR == 16, "the tile below is written out for 6 x 16");
+  v8f c00 = {}, c01 = {}, c10 = {}, c11 = {}, c20 = {}, c21 = {}, c30 = {}, c31 = {}, c40 = {}, c41 = {}, c50 = {},
+      c51 = {};
+  for (int64_t p = 0; p < kc; ++p, ap += kMR, bp += kNR) {
+    const v8f b0 = load8(bp), b1 = load8(bp + 8);
+    c00 += ap[0] * b0, c01 += ap[0] * b1;
+    c10 += ap[1] * b0, c11 += ap[1] * b1;
+    c20 += ap[2] * b0, c21 += ap[2] * b1;
+    c30 += ap[3] * b0, c31 += ap[3] * b1;
+    c40 += ap[4] * b0, c41 += ap[4] * b1;
+    c50 += ap[5] * b0, c51 += ap[5] * b1;
   }
+  alignas(32) float acc[kMR][kNR];
+  const v8f rows[kMR][2] = {{c00, c01}, {c10, c11}, {c20, c21}, {c30, c31}, {c40, c41}, {c50, c51}};
+  std::memcpy(acc, rows, sizeof(acc));
   for (int64_t i = 0; i < mr; ++i) {
     float* ci = c + i * ldc;
     if (accumulate) {
@@ -59,13 +75,23 @@ void sgemm(int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t
   }
   if (k <= 0) return;
   const int64_t n_panels = (n + kNR - 1) / kNR;
-  std::vector<float> bpack(static_cast<size_t>(n_panels * kNR * std::min(k, kKC)));
+  const int64_t m_blocks = (m + kMC - 1) / kMC;
+  // Work is split into (block of rows) x (group of column panels) tiles so that a GEMM with few rows
+  // and many columns (a convolution: out channels x pixels) still uses every thread.
+  const int64_t threads = static_cast<int64_t>(extension::threadpool::get_num_threads());
+  const int64_t n_groups = std::min(n_panels, std::max<int64_t>(1, (threads * 4 + m_blocks - 1) / m_blocks));
+  const int64_t panels_per_group = (n_panels + n_groups - 1) / n_groups;
+  // Small products run on the calling thread: waking the pool costs more than they do.
+  const bool serial = m * n * k < 64 * 64 * 64;
+  thread_local std::vector<float> bpack;
+  bpack.resize(static_cast<size_t>(n_panels * kNR * std::min(k, kKC)));
+  float* bp = bpack.data();
   for (int64_t pc = 0; pc < k; pc += kKC) {
     const int64_t kc = std::min(kKC, k - pc);
     // Pack B[pc:pc+kc, :] into kc x kNR panels, zero-padded on the right.
-    extension::threadpool::parallel_for(0, n_panels, 4, [&](int64_t p0, int64_t p1) {
+    auto pack_b = [&](int64_t p0, int64_t p1) {
       for (int64_t jp = p0; jp < p1; ++jp) {
-        float* dst = bpack.data() + jp * kNR * kc;
+        float* dst = bp + jp * kNR * kc;
         const int64_t j0 = jp * kNR, nr = std::min(kNR, n - j0);
         for (int64_t p = 0; p < kc; ++p) {
           const float* src = b + (pc + p) * b_rs + j0 * b_cs;
@@ -78,31 +104,43 @@ void sgemm(int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t
           for (int64_t j = nr; j < kNR; ++j) row[j] = 0.f;
         }
       }
-    });
-    // Each task packs its own block of A and sweeps every panel of B.
-    const int64_t m_blocks = (m + kMC - 1) / kMC;
-    extension::threadpool::parallel_for(0, m_blocks, 1, [&](int64_t b0, int64_t b1) {
-      std::vector<float> apack(static_cast<size_t>(kMC * kc));
-      for (int64_t ib = b0; ib < b1; ++ib) {
+    };
+    auto tiles = [&](int64_t t0, int64_t t1) {
+      thread_local std::vector<float> apack;
+      apack.resize(static_cast<size_t>(kMC * kc));
+      int64_t packed_block = -1;
+      for (int64_t t = t0; t < t1; ++t) {
+        const int64_t ib = t / n_groups, group = t % n_groups;
         const int64_t i0 = ib * kMC, mc = std::min(kMC, m - i0);
-        for (int64_t ir = 0; ir < mc; ir += kMR) {
-          float* dst = apack.data() + ir * kc;
-          const int64_t mr = std::min(kMR, mc - ir);
-          for (int64_t p = 0; p < kc; ++p) {
-            for (int64_t i = 0; i < kMR; ++i) {
-              dst[p * kMR + i] = i < mr ? a[(i0 + ir + i) * a_rs + (pc + p) * a_cs] : 0.f;
+        if (packed_block != ib) {
+          for (int64_t ir = 0; ir < mc; ir += kMR) {
+            float* dst = apack.data() + ir * kc;
+            const int64_t mr = std::min(kMR, mc - ir);
+            for (int64_t p = 0; p < kc; ++p) {
+              for (int64_t i = 0; i < kMR; ++i) {
+                dst[p * kMR + i] = i < mr ? a[(i0 + ir + i) * a_rs + (pc + p) * a_cs] : 0.f;
+              }
             }
           }
+          packed_block = ib;
         }
-        for (int64_t jp = 0; jp < n_panels; ++jp) {
+        const int64_t jp_end = std::min(n_panels, (group + 1) * panels_per_group);
+        for (int64_t jp = group * panels_per_group; jp < jp_end; ++jp) {
           const int64_t j0 = jp * kNR, nr = std::min(kNR, n - j0);
           for (int64_t ir = 0; ir < mc; ir += kMR) {
-            micro_kernel(kc, apack.data() + ir * kc, bpack.data() + jp * kNR * kc, c + (i0 + ir) * ldc + j0, ldc,
+            micro_kernel(kc, apack.data() + ir * kc, bp + jp * kNR * kc, c + (i0 + ir) * ldc + j0, ldc,
                          std::min(kMR, mc - ir), nr, alpha, true);
           }
         }
       }
-    });
+    };
+    if (serial) {
+      pack_b(0, n_panels);
+      tiles(0, m_blocks * n_groups);
+    } else {
+      extension::threadpool::parallel_for(0, n_panels, 4, pack_b);
+      extension::threadpool::parallel_for(0, m_blocks * n_groups, 1, tiles);
+    }
   }
 }
 

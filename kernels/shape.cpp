@@ -33,27 +33,41 @@ Error squeeze(KernelRuntimeContext&, Args args) { return same_data(args, "aten::
 Error alias(KernelRuntimeContext&, Args args) { return same_data(args, "aten::alias", 2); }
 
 // Copies `in` into `out` where out[idx] = in[sum_d idx[d] * in_strides[d]] (strides in elements).
-void strided_copy(const Tensor& in, const Tensor& out, const int64_t* in_strides, int64_t in_offset) {
-  const size_t es = in.element_size();
-  const auto* src = static_cast<const uint8_t*>(in.const_data_ptr());
-  auto* dst = static_cast<uint8_t*>(out.mutable_data_ptr());
+template <typename T>
+void strided_copy_as(const Tensor& in, const Tensor& out, const int64_t* in_strides, int64_t in_offset) {
+  const T* src = static_cast<const T*>(in.const_data_ptr());
+  T* dst = static_cast<T*>(out.mutable_data_ptr());
   const int dim = out.dim();
   const int64_t inner = dim == 0 ? 1 : out.size(dim - 1);
   const int64_t rows = inner == 0 ? 0 : out.numel() / inner;
   const int64_t step = dim == 0 ? 0 : in_strides[dim - 1];
-  extension::threadpool::parallel_for(0, rows, std::max<int64_t>(1, 8192 / std::max<int64_t>(inner, 1)),
-                                      [&](int64_t r0, int64_t r1) {
+  auto copy_rows = [&](int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r) {
       int64_t off = in_offset, rem = r;
       for (int d = dim - 2; d >= 0; --d) off += (rem % out.size(d)) * in_strides[d], rem /= out.size(d);
-      uint8_t* o = dst + r * inner * es;
+      T* o = dst + r * inner;
+      const T* i = src + off;
       if (step == 1) {
-        std::memcpy(o, src + off * es, inner * es);
+        std::memcpy(o, i, inner * sizeof(T));
       } else {
-        for (int64_t i = 0; i < inner; ++i) std::memcpy(o + i * es, src + (off + i * step) * es, es);
+        for (int64_t k = 0; k < inner; ++k) o[k] = i[k * step];
       }
     }
-  });
+  };
+  if (out.numel() < 65536) {
+    copy_rows(0, rows);  // not worth waking the pool
+  } else {
+    extension::threadpool::parallel_for(0, rows, std::max<int64_t>(1, 16384 / std::max<int64_t>(inner, 1)), copy_rows);
+  }
+}
+
+void strided_copy(const Tensor& in, const Tensor& out, const int64_t* in_strides, int64_t in_offset) {
+  switch (in.element_size()) {
+    case 1: return strided_copy_as<uint8_t>(in, out, in_strides, in_offset);
+    case 2: return strided_copy_as<uint16_t>(in, out, in_strides, in_offset);
+    case 4: return strided_copy_as<uint32_t>(in, out, in_strides, in_offset);
+    default: return strided_copy_as<uint64_t>(in, out, in_strides, in_offset);
+  }
 }
 
 // permute(self, dims)

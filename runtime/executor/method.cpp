@@ -1,7 +1,11 @@
 #include <executorch/runtime/executor/method.h>
 
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <string>
 
 #include <executorch/runtime/core/log.h>
@@ -325,6 +329,20 @@ Error Method::parse_instructions(const Program& program, const fb::ExecutionPlan
 
 Method::~Method() {
   for (Delegate& d : delegates_) d.backend->destroy(d.handle);
+  if (!profile_ms_.empty()) {
+    // EXECUTORCH_PROFILE=1: time per operator over this method's lifetime, largest first.
+    std::map<std::string, std::pair<double, long>> by_op;
+    for (size_t k = 0; k < steps_.size(); ++k) {
+      auto& e = by_op[steps_[k].label];
+      e.first += profile_ms_[k];
+      e.second += profile_runs_;
+    }
+    std::vector<std::pair<double, std::string>> rows;
+    for (auto& [op, e] : by_op) rows.emplace_back(e.first, op + " x" + std::to_string(e.second));
+    std::sort(rows.rbegin(), rows.rend());
+    std::fprintf(stderr, "executorch profile of '%s' (%ld runs):\n", name(), profile_runs_);
+    for (auto& [ms, op] : rows) std::fprintf(stderr, "  %10.3f ms  %s\n", ms, op.c_str());
+  }
 }
 
 Error Method::set_input(size_t index, const EValue& value) {
@@ -369,9 +387,15 @@ Error Method::execute() {
     ET_CHECK_OR_RETURN(!needs, Error::InvalidState, "input %zu of '%s' was never set", i, name());
   }
   KernelRuntimeContext context;
+  static const bool profile = std::getenv("EXECUTORCH_PROFILE") != nullptr;
+  if (profile) {
+    profile_ms_.resize(steps_.size());
+    ++profile_runs_;
+  }
   for (size_t k = 0; k < steps_.size(); ++k) {
     Step& s = steps_[k];
     Error e = Error::Ok;
+    const auto start = profile ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point();
     switch (s.kind) {
       case Step::Kind::Kernel:
         e = s.op(context, Span<EValue*>(s.args.data(), s.args.size()));
@@ -383,6 +407,9 @@ Error Method::execute() {
       case Step::Kind::Move:
         *s.move_to = *s.move_from;
         break;
+    }
+    if (profile) {
+      profile_ms_[k] += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
     }
     if (e != Error::Ok) {
       const std::string detail = last_error_message();

@@ -80,6 +80,8 @@ class EXECUTORCH_API Method final {
   std::vector<bool> input_set_;
   std::vector<Step> steps_;
   std::vector<Delegate> delegates_;
+  std::vector<double> profile_ms_;  // per step, with EXECUTORCH_PROFILE set
+  long profile_runs_ = 0;
 };
 
 }  // namespace runtime
