@@ -1,0 +1,150 @@
+"""Every CPU kernel against PyTorch: small single-operator modules (with broadcasting, strides,
+groups, padding, keepdim, negative dims) are exported and run, and must match torch eager to
+1e-5 (absolute, on values of order 1) or exactly for integer and boolean results."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tests.flags import preload_cuda_runtime
+
+torch = pytest.importorskip("torch", reason="torch is not installed in the test interpreter")
+preload_cuda_runtime()
+
+from executorch.export import export  # noqa: E402
+from executorch.runtime import Runtime  # noqa: E402
+
+F = torch.nn.functional
+
+
+class Fn(torch.nn.Module):
+    def __init__(self, fn):
+        super().__init__()
+        self.fn = fn
+
+    def forward(self, *xs):
+        return self.fn(*xs)
+
+
+def r(*shape):
+    return torch.randn(*shape)
+
+
+CASES = {
+    "add_broadcast": (lambda a, b: a + b, (r(2, 3, 4), r(3, 1))),
+    "add_alpha_scalar": (lambda a: torch.add(a, 2.5, alpha=3), (r(5),)),
+    "sub_broadcast": (lambda a, b: a - b, (r(4, 1), r(1, 5))),
+    "mul_div": (lambda a, b: a * b / (b.abs() + 1), (r(2, 3), r(2, 3))),
+    "pow_tensor_scalar": (lambda a: a.abs() ** 1.7 + a**2, (r(7),)),
+    "pow_tensor_tensor": (lambda a, b: a.abs() ** b, (r(3, 3), r(3))),
+    "neg_relu": (lambda a: torch.relu(-a), (r(10),)),
+    "gelu_erf": (lambda a: F.gelu(a), (r(64) * 3,)),
+    "gelu_tanh": (lambda a: F.gelu(a, approximate="tanh"), (r(64) * 3,)),
+    "silu_sigmoid_tanh": (lambda a: F.silu(a) + torch.sigmoid(a) * torch.tanh(a), (r(33),)),
+    "exp_rsqrt_log": (lambda a: torch.exp(a) + torch.rsqrt(a.abs() + 1) + torch.log(a.abs() + 1), (r(17),)),
+    "softmax_dim1": (lambda a: torch.softmax(a, 1), (r(2, 5, 3),)),
+    "log_softmax_last": (lambda a: torch.log_softmax(a, -1), (r(4, 9),)),
+    "linear": (None, None),  # filled below
+    "mm": (lambda a, b: a @ b, (r(5, 7), r(7, 3))),
+    "bmm": (lambda a, b: torch.bmm(a, b), (r(3, 20, 9), r(3, 9, 11))),
+    "large_gemm": (lambda a, b: a @ b, (r(130, 300), r(300, 70))),
+    "mean_sum_amax": (lambda a: a.mean(1, keepdim=True) + a.sum((0, 2)).unsqueeze(1) + a.amax(-1, keepdim=True), (r(2, 3, 4),)),
+    "permute_transpose": (lambda a: a.permute(2, 0, 1).transpose(0, 2).contiguous() * 2, (r(2, 3, 4),)),
+    "expand_cat": (lambda a, b: torch.cat([a.expand(2, 3, 4), b], dim=1), (r(1, 3, 1), r(2, 5, 4))),
+    "slice_select": (lambda a: a[:, 1:7:2, -1] + a[1, -3:, 0], (r(2, 8, 3),)),
+    "squeeze_unsqueeze_view": (lambda a: a.unsqueeze(0).squeeze(2).reshape(3, -1) + 1, (r(3, 1, 4),)),
+    "where_compare": (lambda a, b: torch.where(a > b, a, b * 2) + (a <= 0).float(), (r(4, 5), r(5))),
+    "layer_norm": (None, None),
+    "split": (lambda a: torch.split(a, [2, 3, 1], dim=1)[1] * 3, (r(2, 6),)),
+}
+
+
+class Linear(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.l = torch.nn.Linear(12, 5)
+
+    def forward(self, x):
+        return self.l(x)
+
+
+class LayerNorm(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.n = torch.nn.LayerNorm([3, 8])
+
+    def forward(self, x):
+        return self.n(x)
+
+
+class ConvPool(torch.nn.Module):
+    def __init__(self, groups: int, stride: int, padding: int, dilation: int):
+        super().__init__()
+        self.c = torch.nn.Conv2d(4, 8, 3, stride=stride, padding=padding, dilation=dilation, groups=groups)
+        self.bn = torch.nn.BatchNorm2d(8).eval()
+        with torch.no_grad():
+            self.bn.running_mean.uniform_(-1, 1)
+            self.bn.running_var.uniform_(0.5, 2)
+
+    def forward(self, x):
+        y = self.bn(self.c(x))
+        return F.max_pool2d(y, 2, ceil_mode=True), F.avg_pool2d(y, 3, stride=1, padding=1), F.adaptive_avg_pool2d(y, (2, 3))
+
+
+class Embed(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.e = torch.nn.Embedding(50, 6)
+
+    def forward(self, idx):
+        return self.e(idx)
+
+
+def run(module, inputs):
+    method = Runtime.get().load_program(export(module, inputs)).load_method()
+    ours = method.execute([x.numpy() for x in inputs])
+    with torch.no_grad():
+        ref = module(*inputs)
+    refs = ref if isinstance(ref, tuple) else (ref,)
+    assert len(ours) == len(refs)
+    for o, e in zip(ours, refs):
+        e = e.numpy()
+        assert o.shape == e.shape and o.dtype == e.dtype
+        if e.dtype.kind in "biu":
+            np.testing.assert_array_equal(o, e)
+        else:
+            np.testing.assert_allclose(o, e, rtol=1e-5, atol=1e-5 * max(1.0, float(np.abs(e).max())))
+
+
+@pytest.mark.parametrize("name", sorted(k for k, v in CASES.items() if v[0] is not None))
+def test_operator_matches_torch(name: str) -> None:
+    torch.manual_seed(hash(name) % 1000)
+    fn, inputs = CASES[name]
+    run(Fn(fn), inputs)
+
+
+def test_linear_layer() -> None:
+    torch.manual_seed(0)
+    run(Linear(), (r(3, 12),))
+
+
+def test_layer_norm_over_two_dims() -> None:
+    torch.manual_seed(0)
+    run(LayerNorm(), (r(2, 3, 8),))
+
+
+@pytest.mark.parametrize("groups,stride,padding,dilation", [(1, 1, 1, 1), (2, 2, 0, 1), (4, 1, 2, 2)])
+def test_convolution_batch_norm_pooling(groups: int, stride: int, padding: int, dilation: int) -> None:
+    torch.manual_seed(groups * 10 + stride)
+    run(ConvPool(groups, stride, padding, dilation), (r(2, 4, 11, 10),))
+
+
+def test_embedding_and_its_bounds() -> None:
+    torch.manual_seed(0)
+    model = Embed()
+    run(model, (torch.randint(0, 50, (3, 7)),))
+    method = Runtime.get().load_program(export(model, (torch.randint(0, 50, (3, 7)),))).load_method()
+    bad = np.full((3, 7), 50, dtype=np.int64)
+    with pytest.raises(RuntimeError, match="aten::embedding: index 50 out of range for 50 rows"):
+        method.execute([bad])
