@@ -1,0 +1,284 @@
+// Unit tests of the runtime core: registries, program loading (valid and hostile containers and
+// FlatBuffers built here), method loading and execution with real kernels, and the thread pool.
+#include <atomic>
+#include <cmath>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include <executorch/extension/threadpool/threadpool.h>
+#include <executorch/runtime/backend/interface.h>
+#include <executorch/runtime/core/log.h>
+#include <executorch/runtime/executor/method.h>
+#include <executorch/runtime/executor/program.h>
+#include <executorch/runtime/kernel/kernel_registry.h>
+#include <executorch/schema/program_generated.h>
+#include <executorch/tests/cc/check.h>
+
+namespace rt = executorch::runtime;
+namespace fb = executorch_flatbuffer;
+using rt::Error;
+
+namespace {
+
+// --- Program construction ------------------------------------------------------------------------
+
+struct Options {
+  bool planned_inputs = true;
+  int bad_arg = -1;                 // replace an instruction argument with this value index
+  uint64_t buffer_size = 256;       // planned buffer bytes
+  const char* op = "aten::add";     // first operator
+  const char* delegate = nullptr;   // add a delegate call to this backend
+  uint32_t version = rt::kProgramVersion;
+};
+
+// A program computing out = relu(x + y) for float tensors of shape [2, 3], wrapped in the container.
+std::vector<uint8_t> build_program(const Options& o = {}) {
+  flatbuffers::FlatBufferBuilder b;
+  const std::vector<int64_t> shape = {2, 3};
+  auto tensor = [&](int mem_id, uint64_t offset) {
+    return fb::CreateEValue(b, fb::KernelTypes::Tensor,
+                            fb::CreateTensorDirect(b, fb::ScalarType::FLOAT, &shape, nullptr, -1, 0, mem_id, offset).Union());
+  };
+  std::vector<flatbuffers::Offset<fb::EValue>> values = {
+      tensor(o.planned_inputs ? 0 : -1, 0),   // 0: x
+      tensor(o.planned_inputs ? 0 : -1, 32),  // 1: y
+      fb::CreateEValue(b, fb::KernelTypes::Int, fb::CreateInt(b, 1).Union()),  // 2: alpha
+      tensor(0, 64),                          // 3: sum
+      tensor(0, 96),                          // 4: out
+  };
+  std::vector<int32_t> add_args = {0, 1, 2, 3}, relu_args = {3, 4};
+  if (o.bad_arg != -1) add_args[1] = o.bad_arg;
+  std::vector<flatbuffers::Offset<fb::Instruction>> instructions = {
+      fb::CreateInstruction(b, fb::InstructionArguments::KernelCall, fb::CreateKernelCallDirect(b, 0, &add_args).Union()),
+      fb::CreateInstruction(b, fb::InstructionArguments::KernelCall, fb::CreateKernelCallDirect(b, 1, &relu_args).Union()),
+  };
+  std::vector<flatbuffers::Offset<fb::BackendDelegate>> delegates;
+  if (o.delegate) {
+    std::vector<int32_t> args = {0, 4};
+    instructions.push_back(
+        fb::CreateInstruction(b, fb::InstructionArguments::DelegateCall, fb::CreateDelegateCallDirect(b, 0, &args).Union()));
+    delegates.push_back(fb::CreateBackendDelegateDirect(
+        b, o.delegate, fb::CreateBackendDelegateDataReference(b, fb::DataLocation::INLINE, 0)));
+  }
+  std::vector<flatbuffers::Offset<fb::Chain>> chains = {fb::CreateChainDirect(b, nullptr, nullptr, &instructions)};
+  std::vector<flatbuffers::Offset<fb::Operator>> ops = {fb::CreateOperatorDirect(b, o.op, "Tensor"),
+                                                        fb::CreateOperatorDirect(b, "aten::relu", "")};
+  std::vector<int32_t> inputs = {0, 1}, outputs = {4};
+  std::vector<uint64_t> sizes = {o.buffer_size};
+  auto plan = fb::CreateExecutionPlanDirect(b, "forward", &values, &inputs, &outputs, &chains, &ops, &delegates, &sizes);
+  std::vector<flatbuffers::Offset<fb::ExecutionPlan>> plans = {plan};
+  std::vector<uint8_t> payload = {1, 2, 3};
+  std::vector<flatbuffers::Offset<fb::BackendDelegateInlineData>> inline_data = {
+      fb::CreateBackendDelegateInlineDataDirect(b, &payload)};
+  b.Finish(fb::CreateProgramDirect(b, o.version, &plans, &inline_data), fb::ProgramIdentifier());
+
+  std::vector<uint8_t> file(rt::kProgramHeaderSize);
+  const uint64_t program_size = b.GetSize();
+  const uint64_t segment_base = (rt::kProgramHeaderSize + program_size + 15) / 16 * 16;
+  const uint32_t container = rt::kProgramContainerVersion;
+  const uint64_t zero = 0;
+  std::memcpy(file.data(), rt::kProgramMagic, 4);
+  std::memcpy(file.data() + 4, &container, 4);
+  std::memcpy(file.data() + 8, &program_size, 8);
+  std::memcpy(file.data() + 16, &segment_base, 8);
+  std::memcpy(file.data() + 24, &zero, 8);
+  file.insert(file.end(), b.GetBufferPointer(), b.GetBufferPointer() + program_size);
+  file.resize(segment_base, 0);
+  return file;
+}
+
+rt::Result<std::unique_ptr<rt::Program>> load(const std::vector<uint8_t>& bytes) {
+  auto loader = rt::OwnedBufferDataLoader::copy_of(bytes.data(), bytes.size());
+  if (!loader.ok()) return loader.error();
+  return rt::Program::load(std::move(loader.get()));
+}
+
+bool message_contains(const char* text) { return std::strstr(rt::last_error_message(), text) != nullptr; }
+
+// --- Tests ---------------------------------------------------------------------------------------
+
+class FakeBackend final : public rt::BackendInterface {
+ public:
+  explicit FakeBackend(bool available) : available_(available) {}
+  bool is_available() const override { return available_; }
+  rt::Result<rt::DelegateHandle*> init(rt::Span<const uint8_t> processed, rt::Span<const rt::CompileSpec>) const override {
+    payload_bytes = processed.size();
+    return static_cast<rt::DelegateHandle*>(&inits);
+  }
+  Error execute(rt::DelegateHandle*, rt::Span<rt::EValue*> args) const override {
+    ++executes;
+    return args.size() == 2 ? Error::Ok : Error::InvalidArgument;
+  }
+  void destroy(rt::DelegateHandle*) const override { ++destroys; }
+  mutable size_t payload_bytes = 0;
+  mutable int inits = 0, executes = 0, destroys = 0;
+
+ private:
+  bool available_;
+};
+
+void test_backend_registry() {
+  static FakeBackend fake(true), missing_gpu(false);
+  const size_t before = rt::get_num_registered_backends();
+  CHECK(rt::register_backend({"FakeBackend", &fake}) == Error::Ok);
+  CHECK(rt::register_backend({"FakeBackend", &fake}) == Error::RegistrationAlreadyRegistered);
+  CHECK(rt::register_backend({nullptr, &fake}) == Error::InvalidArgument);
+  CHECK(rt::register_backend({"Unavailable", &missing_gpu}) == Error::Ok);
+  CHECK(rt::get_num_registered_backends() == before + 2);
+  CHECK(rt::get_backend_class("FakeBackend") == &fake);
+  CHECK(rt::get_backend_class("NoSuch") == nullptr);
+  CHECK(std::strcmp(rt::get_backend_name(before), "FakeBackend") == 0);
+  CHECK(rt::get_backend_name(1000) == nullptr);
+}
+
+rt::Error dummy_kernel(rt::KernelRuntimeContext&, rt::Span<rt::EValue*>) { return Error::Ok; }
+
+void test_kernel_registry() {
+  const rt::Kernel k[] = {{"test::dummy", dummy_kernel}};
+  CHECK(rt::register_kernels({k, 1}) == Error::Ok);
+  CHECK(rt::register_kernels({k, 1}) == Error::RegistrationAlreadyRegistered);
+  CHECK(rt::get_op_function("test::dummy").ok());
+  auto missing = rt::get_op_function("test::missing");
+  CHECK(!missing.ok() && missing.error() == Error::NotFound && message_contains("test::missing"));
+  CHECK(rt::get_op_function("aten::add.Tensor").ok());  // the CPU kernels registered themselves
+}
+
+void test_method_runs() {
+  auto program = load(build_program());
+  CHECK(program.ok());
+  if (!program.ok()) return;
+  CHECK(program.get()->num_methods() == 1 && std::strcmp(program.get()->method_name(0), "forward") == 0);
+  auto method = program.get()->load_method("forward");
+  CHECK(method.ok());
+  if (!method.ok()) return;
+  std::vector<int64_t> sizes = {2, 3}, strides = {3, 1};
+  float x[6] = {1, -2, 3, -4, 5, -6}, y[6] = {0.5f, 0.5f, 0.5f, 0.5f, 0.5f, 10};
+  rt::Tensor tx(rt::ScalarType::Float, 2, sizes.data(), strides.data(), x), ty(rt::ScalarType::Float, 2, sizes.data(), strides.data(), y);
+  CHECK(method.get()->set_input(0, rt::EValue(tx)) == Error::Ok);
+  CHECK(method.get()->set_input(1, rt::EValue(ty)) == Error::Ok);
+  CHECK(method.get()->execute() == Error::Ok);
+  const float* out = method.get()->get_output(0).to_tensor().data_ptr<float>();
+  const float want[6] = {1.5f, 0, 3.5f, 0, 5.5f, 4};
+  for (int i = 0; i < 6; ++i) CHECK(std::fabs(out[i] - want[i]) < 1e-6f);
+  // A second run without setting inputs again sees the same inputs.
+  CHECK(method.get()->execute() == Error::Ok);
+  CHECK(std::fabs(method.get()->get_output(0).to_tensor().data_ptr<float>()[5] - 4) < 1e-6f);
+
+  // Wrong inputs are errors with a reason.
+  std::vector<int64_t> bad_sizes = {3, 2};
+  rt::Tensor wrong_shape(rt::ScalarType::Float, 2, bad_sizes.data(), strides.data(), x);
+  CHECK(method.get()->set_input(0, rt::EValue(wrong_shape)) == Error::InvalidArgument && message_contains("expected 2"));
+  int64_t ix[6] = {};
+  rt::Tensor wrong_dtype(rt::ScalarType::Long, 2, sizes.data(), strides.data(), ix);
+  CHECK(method.get()->set_input(1, rt::EValue(wrong_dtype)) == Error::InvalidArgument && message_contains("int64"));
+  CHECK(method.get()->set_input(7, rt::EValue(tx)) == Error::InvalidArgument);
+  CHECK(program.get()->load_method("backward").error() == Error::NotFound);
+}
+
+void test_memory_manager_buffers() {
+  auto program = load(build_program());
+  alignas(64) static uint8_t arena[256];
+  rt::Span<uint8_t> buffers[1] = {{arena, sizeof(arena)}};
+  rt::MemoryManager mm({buffers, 1});
+  auto method = program.get()->load_method("forward", &mm);
+  CHECK(method.ok());
+  if (method.ok()) CHECK(method.get()->get_output(0).to_tensor().data_ptr<uint8_t>() == arena + 96);
+  rt::Span<uint8_t> small[1] = {{arena, 64}};
+  rt::MemoryManager too_small({small, 1});
+  CHECK(program.get()->load_method("forward", &too_small).error() == Error::InvalidArgument);
+}
+
+void test_unplanned_input_must_be_set() {
+  auto program = load(build_program({.planned_inputs = false}));
+  auto method = program.get()->load_method("forward");
+  CHECK(method.ok());
+  if (method.ok()) CHECK(method.get()->execute() == Error::InvalidState && message_contains("never set"));
+}
+
+void test_hostile_programs() {
+  const std::vector<uint8_t> good = build_program();
+  auto expect_invalid = [](const std::vector<uint8_t>& bytes, const char* why) {
+    auto p = load(bytes);
+    CHECK(!p.ok() && p.error() == Error::InvalidProgram);
+    if (!p.ok() && !message_contains(why)) std::printf("  (message was: %s)\n", rt::last_error_message());
+  };
+  for (size_t cut : {size_t{0}, size_t{3}, size_t{31}, size_t{40}, good.size() / 2}) {
+    expect_invalid(std::vector<uint8_t>(good.begin(), good.begin() + static_cast<long>(cut)), "");
+  }
+  std::vector<uint8_t> magic = good;
+  magic[0] = 'Y';
+  expect_invalid(magic, "bad magic");
+  std::vector<uint8_t> ident = good;
+  std::memcpy(ident.data() + rt::kProgramHeaderSize + 4, "NOPE", 4);
+  expect_invalid(ident, "identifier");
+  std::vector<uint8_t> big = good;
+  const uint64_t huge = ~uint64_t{0};
+  std::memcpy(big.data() + 8, &huge, 8);
+  expect_invalid(big, "does not fit");
+  std::vector<uint8_t> seg = good;
+  std::memcpy(seg.data() + 24, &huge, 8);
+  expect_invalid(seg, "segment area");
+  expect_invalid(build_program({.version = 99}), "version 99");
+  // Flip every byte of the FlatBuffer in turn: loading and method loading must fail cleanly or
+  // succeed; nothing may crash.
+  for (size_t i = rt::kProgramHeaderSize; i < good.size(); ++i) {
+    std::vector<uint8_t> flipped = good;
+    flipped[i] ^= 0xA5;
+    auto p = load(flipped);
+    if (p.ok()) (void)p.get()->load_method("forward");
+  }
+
+  auto method_error = [](const Options& o) {
+    auto p = load(build_program(o));
+    return p.ok() ? p.get()->load_method("forward").error() : Error::Internal;
+  };
+  CHECK(method_error({.bad_arg = 99}) == Error::InvalidProgram && message_contains("out of range"));
+  CHECK(method_error({.buffer_size = 100}) == Error::InvalidProgram && message_contains("outside planned buffer"));
+  CHECK(method_error({.op = "aten::nonexistent"}) == Error::NotFound && message_contains("aten::nonexistent.Tensor"));
+  CHECK(method_error({.delegate = "NotRegistered"}) == Error::NotFound && message_contains("NotRegistered"));
+  CHECK(method_error({.delegate = "Unavailable"}) == Error::NotSupported && message_contains("not available"));
+}
+
+void test_delegate_lifecycle() {
+  auto* fake = static_cast<FakeBackend*>(rt::get_backend_class("FakeBackend"));
+  {
+    auto p = load(build_program({.delegate = "FakeBackend"}));
+    auto method = p.get()->load_method("forward");
+    CHECK(method.ok() && fake->payload_bytes == 3);
+    if (method.ok()) CHECK(method.get()->execute() == Error::Ok && fake->executes == 1);
+  }
+  CHECK(fake->destroys == 1);
+}
+
+void test_thread_pool() {
+  namespace tp = executorch::extension::threadpool;
+  tp::set_num_threads(4);
+  CHECK(tp::get_num_threads() == 4);
+  std::vector<std::atomic<int>> hits(10007);
+  tp::parallel_for(0, static_cast<int64_t>(hits.size()), 7, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) hits[static_cast<size_t>(i)]++;
+    // Nested calls run inline on this thread.
+    tp::parallel_for(0, 3, 1, [](int64_t, int64_t) {});
+  });
+  bool once = true;
+  for (auto& h : hits) once &= h.load() == 1;
+  CHECK(once);
+  tp::set_num_threads(0);
+  CHECK(tp::get_num_threads() >= 1);
+  CHECK(tp::pool_identity() != nullptr);
+}
+
+}  // namespace
+
+int main() {
+  test_backend_registry();
+  test_kernel_registry();
+  test_method_runs();
+  test_memory_manager_buffers();
+  test_unplanned_input_must_be_set();
+  test_hostile_programs();
+  test_delegate_lifecycle();
+  test_thread_pool();
+  return executorch::testing::finish("runtime_test");
+}
