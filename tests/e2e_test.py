@@ -140,3 +140,29 @@ def test_unsupported_operator_is_named() -> None:
 def test_registered_backends_list_the_delegates_of_this_build() -> None:
     names = Runtime.get().registered_backends
     assert names == (["CudaBackend"] if os.environ.get("EXECUTORCH_CUDA") == "1" else [])
+
+
+def test_export_command_line(tmp_path: Path) -> None:
+    import sys
+
+    model_file = tmp_path / "model.py"
+    model_file.write_text(
+        "import torch\n"
+        "def get_model():\n"
+        "    torch.manual_seed(0)\n"
+        "    return torch.nn.Sequential(torch.nn.Linear(8, 4), torch.nn.Tanh()), (torch.randn(2, 8),)\n"
+    )
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
+    if os.environ.get("EXECUTORCH_CUDART"):
+        env["LD_PRELOAD"] = os.path.abspath(os.environ["EXECUTORCH_CUDART"])
+    out_file = tmp_path / "model.pte"
+    done = subprocess.run([sys.executable, "-m", "executorch.export", str(model_file), "-o", str(out_file)],
+                          capture_output=True, text=True, env=env)
+    assert done.returncode == 0, done.stderr
+    assert f"wrote {out_file}" in done.stdout
+    namespace: dict = {}
+    exec(model_file.read_text(), namespace)
+    model, example = namespace["get_model"]()
+    (ours,) = Runtime.get().load_program(out_file).load_method().execute([example[0].numpy()])
+    with torch.no_grad():
+        assert_close(ours, model(*example).numpy())
