@@ -19,12 +19,6 @@ constexpr int64_t kMC = 96;   // rows of A per packed block (multiple of kMR)
 // has AVX, two SSE registers where it has not.
 typedef float v8f __attribute__((vector_size(32)));
 
-inline v8f load8(const float* p) {
-  v8f v;
-  std::memcpy(&v, p, sizeof(v));
-  return v;
-}
-
 // C[mr x nr] (+)= alpha * a_panel (kc x kMR, packed by k) * b_panel (kc x kNR): a 6 x 16 tile held in
 // twelve vector accumulators. Cloned for x86-64-v3 (AVX2 + FMA) with a run-time choice, so the same
 // binary runs on any x86-64.
@@ -37,7 +31,9 @@ void micro_kernel(int64_t kc, const float* __restrict__ ap, const float* __restr
   v8f c00 = {}, c01 = {}, c10 = {}, c11 = {}, c20 = {}, c21 = {}, c30 = {}, c31 = {}, c40 = {}, c41 = {}, c50 = {},
       c51 = {};
   for (int64_t p = 0; p < kc; ++p, ap += kMR, bp += kNR) {
-    const v8f b0 = load8(bp), b1 = load8(bp + 8);
+    v8f b0, b1;  // unaligned loads
+    std::memcpy(&b0, bp, sizeof(b0));
+    std::memcpy(&b1, bp + 8, sizeof(b1));
     c00 += ap[0] * b0, c01 += ap[0] * b1;
     c10 += ap[1] * b0, c11 += ap[1] * b1;
     c20 += ap[2] * b0, c21 += ap[2] * b1;

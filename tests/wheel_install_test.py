@@ -1,25 +1,17 @@
-"""Installs each built wheel into a clean virtual environment and uses it from there.
-
-No checkout is on any path of the child interpreter: it runs isolated (-I) from an empty directory.
-pip runs offline (--no-index --no-deps); each requirement the wheel declares (numpy, flatbuffers,
-nvidia-cuda-runtime in a CUDA build) is provided the way pip lays it out, linked in from this
-interpreter's installed distributions with their metadata, and `pip check` must then be satisfied.
-"""
+"""Installs each built wheel into a clean virtual environment (tests/wheel_env.py) and uses it
+from there. No checkout is on any path of the child interpreter: it runs isolated (-I) from an
+empty directory."""
 
 from __future__ import annotations
 
 import json
 import os
-import re
 import subprocess
-import sys
-import venv
-import zipfile
 from pathlib import Path
 
 import pytest
 
-from executorch.tools.symcheck import find_wheel
+from tests import wheel_env
 from tests.flags import env_flag
 
 CUDA = env_flag("EXECUTORCH_CUDA")
@@ -39,49 +31,8 @@ except KeyError as e:
 """
 
 
-def site_packages(env_dir: Path) -> Path:
-    found = list(env_dir.glob("lib/python3*/site-packages"))
-    assert len(found) == 1, found
-    return found[0]
-
-
-def provide(requirement: str, target: Path) -> None:
-    """Links an installed distribution (its top-level packages and .dist-info) into `target`."""
-    import importlib.metadata as md
-
-    name = re.split(r"[<>=!~; ]", requirement, maxsplit=1)[0]
-    try:
-        dist = md.distribution(name)
-    except md.PackageNotFoundError:
-        pytest.fail(f"the test interpreter lacks {name}, which the wheel requires")
-    top = {Path(str(f)).parts[0] for f in dist.files or [] if not str(f).startswith("..")}
-    for entry in sorted(top):
-        src = Path(dist.locate_file(entry))
-        dst = target / entry
-        if src.exists() and not dst.exists():
-            dst.symlink_to(src, target_is_directory=src.is_dir())
-
-
-def requirements(wheel: Path) -> list[str]:
-    with zipfile.ZipFile(wheel) as zf:
-        meta = next(n for n in zf.namelist() if n.endswith(".dist-info/METADATA"))
-        lines = zf.read(meta).decode().splitlines()
-    return [l.split(":", 1)[1].strip() for l in lines if l.startswith("Requires-Dist:") and "extra ==" not in l]
-
-
 def install_and_probe(wheel_dir: str, tmp_path: Path) -> dict:
-    env_dir = tmp_path / "venv"
-    venv.EnvBuilder(with_pip=True, clear=True).create(env_dir)
-    python = env_dir / "bin" / "python"
-    wheel = find_wheel(wheel_dir)
-    subprocess.run(
-        [python, "-m", "pip", "install", "-q", "--no-index", "--no-deps", "--disable-pip-version-check", wheel],
-        check=True,
-    )
-    for requirement in requirements(wheel):
-        provide(requirement, site_packages(env_dir))
-    check = subprocess.run([python, "-m", "pip", "check"], capture_output=True, text=True)
-    assert check.returncode == 0, check.stdout + check.stderr
+    python, env_dir = wheel_env.install(wheel_dir, tmp_path).python, tmp_path / "venv"
     work = tmp_path / "empty"
     work.mkdir()
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
@@ -102,6 +53,25 @@ def test_installed_wheel_registers_its_backends(variant: str, tmp_path: Path) ->
     if CUDA:
         # No GPU here means False; with one, True. Either way a clean answer, not a crash.
         assert isinstance(result["available"]["CudaBackend"], bool)
+
+
+@pytest.mark.parametrize("variant", ["EXECUTORCH_WHEEL", "EXECUTORCH_WHEEL_CPU"])
+def test_one_runtime_at_run_time(variant: str, tmp_path: Path) -> None:
+    """The extension and every shipped library agree on the registries and the thread pool."""
+    python = wheel_env.install(os.environ[variant], tmp_path).python
+    (tmp_path / "empty").mkdir()
+    out = subprocess.run([python, "-I", "-m", "executorch.tools.identity"], cwd=tmp_path / "empty",
+                         capture_output=True, text=True)
+    report = json.loads(out.stdout)
+    assert out.returncode == 0 and not report["problems"], out.stdout + out.stderr
+    libs = report["libraries"]
+    # Every library was asked, and answered through the one runtime.
+    assert libs["libexecutorch.so.1"]["backends"] == report["extension"]["backends"]
+    assert libs["libexecutorch_threadpool.so.1"]["pool"] == report["extension"]["pool"] != 0
+    assert report["extension"]["kernels"] > 50
+    if variant == "EXECUTORCH_WHEEL" and CUDA:
+        assert report["extension"]["backend_names"] == ["CudaBackend"]
+        assert libs["libexecutorch_cuda_backend.so.1"]["backends"] == 1
 
 
 def test_cpu_wheel_needs_no_cuda_runtime(tmp_path: Path) -> None:

@@ -244,6 +244,9 @@ PYBIND11_MODULE(_C, m) {
   m.def("threadpool_identity", [] {
     return reinterpret_cast<uintptr_t>(executorch::extension::threadpool::pool_identity());
   });
+  m.def("backend_identity", [](const std::string& name) {
+    return reinterpret_cast<uintptr_t>(rt::get_backend_class(name.c_str()));
+  }, py::arg("name"), "Address of the backend object registered as `name` (0 if none).");
   m.def("load_program_bytes", &load_program_bytes, py::arg("data"));
   m.def("load_program_file", &load_program_file, py::arg("path"));
 

@@ -1,0 +1,49 @@
+"""The checks fail on a wheel built the old way: runtime linked statically into the CUDA delegate
+and into the Python extension (tests/fixtures/old_way). A check that passed here could not fail."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+from pathlib import Path
+
+from executorch.tools import symcheck
+from executorch.tools.symcheck import EXECUTORCH_COMPONENTS, check, open_wheel
+from tests import wheel_env
+
+DELEGATE = "executorch/lib/libexecutorch_cuda_backend.so.1"
+
+
+def test_symcheck_names_every_definer_of_the_registry(tmp_path: Path, capsys) -> None:
+    wheel = open_wheel(os.environ["EXECUTORCH_OLD_WAY_WHEEL"], tmp_path / "w")
+    ext = next(n for n in wheel.objects if re.fullmatch(r"executorch/_C\..*\.so", n))
+    findings = {f.component.name: f for f in check(wheel, EXECUTORCH_COMPONENTS)}
+    registry = findings["backend registry"]
+    assert registry.status == "FAIL"
+    assert registry.definers == sorted([ext, DELEGATE])
+    # Both copies are exported: the strong duplicates nm -D would report too.
+    assert wheel.definers("_ZN10executorch7runtime16register_backend") == sorted([ext, DELEGATE])
+    assert symcheck.main([str(wheel.path), "--duplicates"]) == 1
+    out = capsys.readouterr().out
+    assert re.search(rf"FAIL\s+backend registry\s+owner executorch/lib/libexecutorch.so.1; defined by: {re.escape(', '.join(sorted([ext, DELEGATE])))}", out), out
+    dups = int(re.search(r"(\d+) strong symbols exported by two or more", out).group(1))
+    assert dups > 0
+
+
+def test_run_time_check_sees_two_registries(tmp_path: Path) -> None:
+    python = wheel_env.install(os.environ["EXECUTORCH_OLD_WAY_WHEEL"], tmp_path).python
+    (tmp_path / "empty").mkdir()
+    out = subprocess.run([python, "-I", "-m", "executorch.tools.identity"], cwd=tmp_path / "empty",
+                         capture_output=True, text=True)
+    assert out.returncode == 1 and out.stdout, out.stdout + out.stderr
+    report = json.loads(out.stdout)
+    # Each copy registered its own CudaBackend: the delegate library finds another object than the
+    # extension does, and its registry holds none of the extension's kernels.
+    ext = report["extension"]
+    lib = report["libraries"]["libexecutorch_cuda_backend.so.1"]
+    assert ext["backend_names"] == ["CudaBackend"]
+    assert lib["backend_objects"]["CudaBackend"] not in (0, ext["backend_objects"]["CudaBackend"])
+    assert lib.get("kernels", 0) == 0 < ext["kernels"]
+    assert any("other backend objects" in p for p in report["problems"])
