@@ -126,8 +126,10 @@ def test_dependencies_resolve_in_the_wheel_the_cuda_runtime_or_the_system(wheel:
 def test_platform_tag_comes_from_the_newest_glibc_needed(wheel: Wheel) -> None:
     newest = max(v for so in wheel.objects.values() for v in so.glibc)
     assert wheel.path.name.endswith(f"-manylinux_{newest[0]}_{newest[1]}_x86_64.whl"), wheel.path.name
-    # Debian 12 (2.36) and Ubuntu 24.04 (2.39) must be able to install it.
+    # Debian 12 (2.36, gcc 12's libstdc++) and Ubuntu 24.04 (2.39) must be able to run it.
     assert newest <= (2, 36), f"needs GLIBC {newest}"
+    newest_cxx = max(v for so in wheel.objects.values() for v in so.glibcxx)
+    assert newest_cxx <= (3, 4, 30), f"needs GLIBCXX {newest_cxx}"
 
 
 def test_record_lists_every_file_with_its_hash(wheel: Wheel) -> None:

@@ -46,6 +46,7 @@ class SharedObject:
     dynsym: dict[str, str] = field(default_factory=dict)
     symtab: dict[str, str] = field(default_factory=dict)
     glibc: set[tuple[int, int]] = field(default_factory=set)
+    glibcxx: set[tuple[int, int, int]] = field(default_factory=set)
 
     def defines(self, token: str, *, strong_only: bool = False, hidden_too: bool = False) -> bool:
         """Whether a symbol whose (mangled) name contains `token` is defined here.
@@ -85,6 +86,9 @@ def read_shared_object(path: Path, name: str) -> SharedObject:
                         m = re.fullmatch(r"GLIBC_(\d+)\.(\d+)(?:\.\d+)?", aux.name)
                         if m:
                             so.glibc.add((int(m.group(1)), int(m.group(2))))
+                        m = re.fullmatch(r"GLIBCXX_(\d+)\.(\d+)\.(\d+)", aux.name)
+                        if m:
+                            so.glibcxx.add((int(m.group(1)), int(m.group(2)), int(m.group(3))))
     return so
 
 
