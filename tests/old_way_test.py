@@ -30,6 +30,11 @@ def test_symcheck_names_every_definer_of_the_registry(tmp_path: Path, capsys) ->
     assert re.search(rf"FAIL\s+backend registry\s+owner executorch/lib/libexecutorch.so.1; defined by: {re.escape(', '.join(sorted([ext, DELEGATE])))}", out), out
     dups = int(re.search(r"(\d+) strong symbols exported by two or more", out).group(1))
     assert dups > 0
+    # A shim function: three definers, each named.
+    shims = "executorch/backends/cuda/libaoti_cuda_shims.so"
+    assert wheel.definers("aoti_torch_create_tensor_from_blob_v2") == sorted([ext, DELEGATE, shims])
+    assert findings["CUDA shims"].status == "FAIL"
+    assert re.search(rf"FAIL\s+CUDA shims\s+owner {shims}; defined by: {re.escape(', '.join(sorted([ext, DELEGATE, shims])))}", out), out
 
 
 def test_run_time_check_sees_two_registries(tmp_path: Path) -> None:

@@ -22,6 +22,7 @@ from tests.flags import env_flag
 RUNTIME = "executorch/lib/libexecutorch.so.1"
 DELEGATE = "executorch/lib/libexecutorch_cuda_backend.so.1"
 RUNNER = "executorch/bin/executor_runner"
+SHIMS = "executorch/backends/cuda/libaoti_cuda_shims.so"
 
 # The backend registry: its public functions, and the hidden object that holds the entries.
 REGISTRY_API = [
@@ -93,7 +94,14 @@ def test_cuda_delegate_is_its_own_library(wheel: Wheel) -> None:
     delegate = wheel.objects[DELEGATE]
     assert wheel.definers(DELEGATE_SENTINEL, strong_only=True) == [DELEGATE]
     assert "libexecutorch.so.1" in delegate.needed
+    assert "libaoti_cuda_shims.so" in delegate.needed
     assert "libcudart.so.13" in delegate.needed
+    # Every shim function is defined by the shim library alone (the C ABI: extern "C" names).
+    shims = wheel.objects[SHIMS]
+    shim_functions = [s for s, b in shims.dynsym.items() if s.startswith("aoti_torch_") and b == "STB_GLOBAL"]
+    assert len(shim_functions) >= 30
+    for fn in shim_functions:
+        assert wheel.definers(fn, hidden_too=True) == [SHIMS], fn
     for token in REGISTRY_API + [REGISTRY_STORAGE]:
         assert not delegate.defines(token, hidden_too=True), f"the delegate carries a copy of {token}"
     # The extension keeps the delegate on its link line so that its registration runs.
@@ -103,7 +111,7 @@ def test_cuda_delegate_is_its_own_library(wheel: Wheel) -> None:
 @shared_only()
 def test_sonames_match_file_names(wheel: Wheel) -> None:
     for name, so in wheel.objects.items():
-        if name.startswith("executorch/lib/"):
+        if name.startswith("executorch/lib/") or name == SHIMS:
             assert so.soname == Path(name).name
 
 
@@ -182,6 +190,8 @@ def test_symcheck_passes_on_the_wheel_and_names_each_definer(wheel: Wheel, capsy
         "program loader and Module": "ok",
         "thread pool": "ok",
         "CPU kernels": "ok",
+        "CUDA stream helper": "ok" if CUDA else "absent",
+        "CUDA shims": "ok" if CUDA else "absent",
         "CUDA delegate": "ok" if CUDA else "absent",
     }
     assert symcheck.main([str(wheel.path), "--duplicates"]) == 0

@@ -179,6 +179,22 @@ EXECUTORCH_COMPONENTS = (
         ("_ZN10executorch7kernels5sgemmE",),
     ),
     Component(
+        "CUDA stream helper",
+        "executorch/lib/libexecutorch_extension_cuda.so.1",
+        ("_ZN10executorch9extension4cuda14current_streamEv", "_ZN10executorch9extension4cuda11StreamGuardC"),
+    ),
+    Component(
+        "CUDA shims",
+        "executorch/backends/cuda/libaoti_cuda_shims.so",
+        (
+            "aoti_torch_create_tensor_from_blob_v2",
+            "aoti_torch_empty_strided",
+            "aoti_torch_delete_tensor_object",
+            "aoti_torch_get_current_cuda_stream",
+            "aoti_torch_cuda_addmm_out",
+        ),
+    ),
+    Component(
         "CUDA delegate",
         "executorch/lib/libexecutorch_cuda_backend.so.1",
         ("_ZN10executorch8backends4cuda12cuda_backendEv",),

@@ -1,0 +1,21 @@
+#pragma once
+
+#include <cstdint>
+
+#include <cuda_runtime_api.h>
+
+namespace executorch {
+namespace backends {
+namespace cuda {
+
+// C[m, n] = alpha * A[m, k] @ B[k, n] + beta * C, float32, row-major, device pointers.
+cudaError_t launch_sgemm(int64_t m, int64_t n, int64_t k, float alpha, const float* a, const float* b, float beta,
+                         float* c, cudaStream_t stream);
+
+// C[m, n] = bias broadcast: bias has n elements (per column) or m * n.
+cudaError_t launch_broadcast_rows(int64_t m, int64_t n, const float* bias, int64_t bias_numel, float* c,
+                                  cudaStream_t stream);
+
+}  // namespace cuda
+}  // namespace backends
+}  // namespace executorch

@@ -1,0 +1,337 @@
+// AOTInductor's C ABI over executorch tensors. C++ exceptions never cross it: allocation failures
+// and bad arguments come back as AOTI_TORCH_FAILURE with a message.
+#include <executorch/backends/cuda/shims/shims.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <new>
+#include <vector>
+
+#include <cuda_runtime_api.h>
+
+#include <executorch/backends/cuda/kernels/gemm.h>
+#include <executorch/extension/cuda/cuda_stream.h>
+#include <executorch/runtime/core/log.h>
+#include <executorch/runtime/core/scalar_type.h>
+#include <executorch/runtime/core/tensor.h>
+
+namespace rt = executorch::runtime;
+namespace ecuda = executorch::extension::cuda;
+
+namespace {
+
+constexpr int32_t kCpu = 0, kCuda = 1;
+
+// Memory shared by a tensor and its reinterpretations; freed with the last of them when owned.
+struct Storage {
+  void* data = nullptr;
+  bool owned = false;
+  bool cuda = false;
+  ~Storage() {
+    if (!owned) return;
+    if (cuda) {
+      cudaFree(data);
+    } else {
+      std::free(data);
+    }
+  }
+};
+
+}  // namespace
+
+struct AtenTensorOpaque {
+  std::shared_ptr<Storage> storage;
+  std::vector<int64_t> sizes, strides;
+  int64_t offset = 0;  // elements
+  rt::ScalarType dtype = rt::ScalarType::Float;
+  int32_t device_type = kCpu;
+  int32_t device_index = 0;
+
+  int64_t numel() const {
+    int64_t n = 1;
+    for (int64_t s : sizes) n *= s;
+    return n;
+  }
+  size_t element_size() const { return rt::element_size(dtype); }
+  void* data() const { return static_cast<char*>(storage->data) + offset * static_cast<int64_t>(element_size()); }
+  bool contiguous() const {
+    int64_t expected = 1;
+    for (size_t d = sizes.size(); d-- > 0;) {
+      if (sizes[d] != 1 && strides[d] != expected) return false;
+      expected *= sizes[d];
+    }
+    return true;
+  }
+};
+
+struct CUDAGuardOpaque {
+  std::unique_ptr<ecuda::DeviceGuard> guard;
+};
+
+struct CUDAStreamGuardOpaque {
+  ecuda::DeviceGuard device;
+  ecuda::StreamGuard stream;
+  CUDAStreamGuardOpaque(int device_index, cudaStream_t s) : device(device_index), stream(s) {}
+};
+
+namespace {
+
+AOTITorchError fail(const char* what) {
+  rt::set_error(rt::Error::InvalidArgument, "%s", what);
+  return AOTI_TORCH_FAILURE;
+}
+
+AOTITorchError cuda_fail(cudaError_t status, const char* what) {
+  ecuda::to_error(status, what);
+  return AOTI_TORCH_FAILURE;
+}
+
+bool valid_dtype(int32_t dtype) {
+  return rt::element_size(static_cast<rt::ScalarType>(dtype)) != 0;
+}
+
+AOTITorchError make(std::shared_ptr<Storage> storage, int64_t ndim, const int64_t* sizes, const int64_t* strides,
+                    int64_t offset, rt::ScalarType dtype, int32_t device_type, int32_t device_index,
+                    AtenTensorHandle* ret) {
+  if (ret == nullptr || ndim < 0 || ndim > rt::kTensorDimensionLimit || (ndim > 0 && sizes == nullptr)) {
+    return fail("aoti shim: bad tensor arguments");
+  }
+  auto* t = new (std::nothrow) AtenTensorOpaque();
+  if (t == nullptr) return fail("aoti shim: out of host memory");
+  t->storage = std::move(storage);
+  t->sizes.assign(sizes, sizes + ndim);
+  t->strides.resize(static_cast<size_t>(ndim));
+  int64_t expected = 1;
+  for (int64_t d = ndim; d-- > 0;) {
+    t->strides[d] = strides ? strides[d] : expected;
+    expected *= sizes[d];
+  }
+  t->offset = offset;
+  t->dtype = dtype;
+  t->device_type = device_type;
+  t->device_index = device_index;
+  *ret = t;
+  return AOTI_TORCH_SUCCESS;
+}
+
+cudaStream_t stream_now() {
+  const auto s = ecuda::current_stream();
+  return s ? *s : nullptr;
+}
+
+}  // namespace
+
+extern "C" {
+
+int32_t aoti_torch_device_type_cpu(void) { return kCpu; }
+int32_t aoti_torch_device_type_cuda(void) { return kCuda; }
+int32_t aoti_torch_dtype_float32(void) { return static_cast<int32_t>(rt::ScalarType::Float); }
+int32_t aoti_torch_dtype_float16(void) { return static_cast<int32_t>(rt::ScalarType::Half); }
+int32_t aoti_torch_dtype_bfloat16(void) { return static_cast<int32_t>(rt::ScalarType::BFloat16); }
+int32_t aoti_torch_dtype_int64(void) { return static_cast<int32_t>(rt::ScalarType::Long); }
+int32_t aoti_torch_dtype_int32(void) { return static_cast<int32_t>(rt::ScalarType::Int); }
+int32_t aoti_torch_dtype_int8(void) { return static_cast<int32_t>(rt::ScalarType::Char); }
+int32_t aoti_torch_dtype_uint8(void) { return static_cast<int32_t>(rt::ScalarType::Byte); }
+int32_t aoti_torch_dtype_bool(void) { return static_cast<int32_t>(rt::ScalarType::Bool); }
+int32_t aoti_torch_layout_strided(void) { return 0; }
+
+AOTITorchError aoti_torch_create_tensor_from_blob_v2(void* data, int64_t ndim, const int64_t* sizes,
+                                                     const int64_t* strides, int64_t storage_offset, int32_t dtype,
+                                                     int32_t device_type, int32_t device_index, AtenTensorHandle* ret,
+                                                     int32_t layout, const uint8_t*, int64_t) {
+  if (!valid_dtype(dtype) || (device_type != kCpu && device_type != kCuda) || layout != 0 || storage_offset < 0) {
+    return fail("aoti_torch_create_tensor_from_blob_v2: unsupported dtype, device or layout");
+  }
+  auto storage = std::make_shared<Storage>();
+  storage->data = data;
+  storage->cuda = device_type == kCuda;
+  return make(std::move(storage), ndim, sizes, strides, storage_offset, static_cast<rt::ScalarType>(dtype), device_type,
+              device_index, ret);
+}
+
+AOTITorchError aoti_torch_empty_strided(int64_t ndim, const int64_t* sizes, const int64_t* strides, int32_t dtype,
+                                        int32_t device_type, int32_t device_index, AtenTensorHandle* ret) {
+  if (!valid_dtype(dtype) || (device_type != kCpu && device_type != kCuda)) {
+    return fail("aoti_torch_empty_strided: unsupported dtype or device");
+  }
+  int64_t span = 1;  // elements reachable through the strides
+  for (int64_t d = 0; d < ndim; ++d) {
+    if (sizes[d] < 0) return fail("aoti_torch_empty_strided: negative size");
+    if (sizes[d] == 0) span = 0;
+  }
+  if (span) {
+    span = 1;
+    int64_t expected = 1;
+    for (int64_t d = ndim; d-- > 0;) {
+      const int64_t stride = strides ? strides[d] : expected;
+      span += (sizes[d] - 1) * stride;
+      expected *= sizes[d];
+    }
+  }
+  const size_t bytes = static_cast<size_t>(span) * rt::element_size(static_cast<rt::ScalarType>(dtype));
+  auto storage = std::make_shared<Storage>();
+  storage->owned = true;
+  storage->cuda = device_type == kCuda;
+  if (storage->cuda) {
+    ecuda::DeviceGuard guard(device_index);
+    if (!guard.ok()) return fail("aoti_torch_empty_strided: no such CUDA device");
+    const cudaError_t status = cudaMalloc(&storage->data, bytes == 0 ? 1 : bytes);
+    if (status != cudaSuccess) {
+      storage->owned = false;
+      return cuda_fail(status, "aoti_torch_empty_strided");
+    }
+  } else {
+    storage->data = std::aligned_alloc(64, (bytes + 63) / 64 * 64 + 64);
+    if (storage->data == nullptr) return fail("aoti_torch_empty_strided: out of host memory");
+  }
+  return make(std::move(storage), ndim, sizes, strides, 0, static_cast<rt::ScalarType>(dtype), device_type,
+              device_index, ret);
+}
+
+AOTITorchError aoti_torch_delete_tensor_object(AtenTensorHandle tensor) {
+  delete tensor;
+  return AOTI_TORCH_SUCCESS;
+}
+
+#define GETTER(name, type, expr)                              \
+  AOTITorchError name(AtenTensorHandle t, type ret) {         \
+    if (t == nullptr || ret == nullptr) return fail(#name ": null argument"); \
+    *ret = expr;                                              \
+    return AOTI_TORCH_SUCCESS;                                \
+  }
+GETTER(aoti_torch_get_data_ptr, void**, t->data())
+GETTER(aoti_torch_get_sizes, int64_t**, t->sizes.data())
+GETTER(aoti_torch_get_strides, int64_t**, t->strides.data())
+GETTER(aoti_torch_get_dtype, int32_t*, static_cast<int32_t>(t->dtype))
+GETTER(aoti_torch_get_dim, int64_t*, static_cast<int64_t>(t->sizes.size()))
+GETTER(aoti_torch_get_numel, int64_t*, t->numel())
+GETTER(aoti_torch_get_storage_offset, int64_t*, t->offset)
+GETTER(aoti_torch_get_device_type, int32_t*, t->device_type)
+GETTER(aoti_torch_get_device_index, int32_t*, t->device_index)
+#undef GETTER
+
+AOTITorchError aoti_torch_copy_(AtenTensorHandle self, AtenTensorHandle src, int32_t non_blocking) {
+  if (self == nullptr || src == nullptr) return fail("aoti_torch_copy_: null tensor");
+  if (self->dtype != src->dtype || self->numel() != src->numel() || !self->contiguous() || !src->contiguous()) {
+    return fail("aoti_torch_copy_: only contiguous copies between tensors of one dtype and size");
+  }
+  const size_t bytes = static_cast<size_t>(self->numel()) * self->element_size();
+  if (self->device_type == kCpu && src->device_type == kCpu) {
+    std::memmove(self->data(), src->data(), bytes);
+    return AOTI_TORCH_SUCCESS;
+  }
+  const cudaStream_t stream = stream_now();
+  cudaError_t status = cudaMemcpyAsync(self->data(), src->data(), bytes, cudaMemcpyDefault, stream);
+  if (status == cudaSuccess && !non_blocking) status = cudaStreamSynchronize(stream);
+  return status == cudaSuccess ? AOTI_TORCH_SUCCESS : cuda_fail(status, "aoti_torch_copy_");
+}
+
+AOTITorchError aoti_torch_clone(AtenTensorHandle self, AtenTensorHandle* ret) {
+  if (self == nullptr || ret == nullptr) return fail("aoti_torch_clone: null argument");
+  if (aoti_torch_empty_strided(static_cast<int64_t>(self->sizes.size()), self->sizes.data(), nullptr,
+                               static_cast<int32_t>(self->dtype), self->device_type, self->device_index,
+                               ret) != AOTI_TORCH_SUCCESS) {
+    return AOTI_TORCH_FAILURE;
+  }
+  if (aoti_torch_copy_(*ret, self, 0) != AOTI_TORCH_SUCCESS) {
+    delete *ret;
+    *ret = nullptr;
+    return AOTI_TORCH_FAILURE;
+  }
+  return AOTI_TORCH_SUCCESS;
+}
+
+AOTITorchError aoti_torch__reinterpret_tensor(AtenTensorHandle self, int64_t ndim, const int64_t* sizes,
+                                              const int64_t* strides, int64_t storage_offset, AtenTensorHandle* ret) {
+  if (self == nullptr || storage_offset < 0) return fail("aoti_torch__reinterpret_tensor: bad arguments");
+  return make(self->storage, ndim, sizes, strides, self->offset + storage_offset, self->dtype, self->device_type,
+              self->device_index, ret);
+}
+
+AOTITorchError aoti_torch_create_cuda_guard(int32_t device_index, CUDAGuardHandle* ret) {
+  if (ret == nullptr) return fail("aoti_torch_create_cuda_guard: null argument");
+  auto* g = new (std::nothrow) CUDAGuardOpaque();
+  if (g == nullptr) return fail("aoti_torch_create_cuda_guard: out of host memory");
+  g->guard = std::make_unique<ecuda::DeviceGuard>(device_index);
+  if (!g->guard->ok()) {
+    delete g;
+    return fail("aoti_torch_create_cuda_guard: no such CUDA device");
+  }
+  *ret = g;
+  return AOTI_TORCH_SUCCESS;
+}
+
+AOTITorchError aoti_torch_delete_cuda_guard(CUDAGuardHandle guard) {
+  delete guard;
+  return AOTI_TORCH_SUCCESS;
+}
+
+AOTITorchError aoti_torch_cuda_guard_set_index(CUDAGuardHandle guard, int32_t device_index) {
+  if (guard == nullptr) return fail("aoti_torch_cuda_guard_set_index: null guard");
+  const cudaError_t status = cudaSetDevice(device_index);
+  return status == cudaSuccess ? AOTI_TORCH_SUCCESS : cuda_fail(status, "aoti_torch_cuda_guard_set_index");
+}
+
+AOTITorchError aoti_torch_create_cuda_stream_guard(void* stream, int32_t device_index, CUDAStreamGuardHandle* ret) {
+  if (ret == nullptr) return fail("aoti_torch_create_cuda_stream_guard: null argument");
+  auto* g = new (std::nothrow) CUDAStreamGuardOpaque(device_index, static_cast<cudaStream_t>(stream));
+  if (g == nullptr) return fail("aoti_torch_create_cuda_stream_guard: out of host memory");
+  if (!g->device.ok()) {
+    delete g;
+    return fail("aoti_torch_create_cuda_stream_guard: no such CUDA device");
+  }
+  *ret = g;
+  return AOTI_TORCH_SUCCESS;
+}
+
+AOTITorchError aoti_torch_delete_cuda_stream_guard(CUDAStreamGuardHandle guard) {
+  delete guard;
+  return AOTI_TORCH_SUCCESS;
+}
+
+AOTITorchError aoti_torch_get_current_cuda_stream(int32_t, void** ret_stream) {
+  if (ret_stream == nullptr) return fail("aoti_torch_get_current_cuda_stream: null argument");
+  *ret_stream = stream_now();
+  return AOTI_TORCH_SUCCESS;
+}
+
+static AOTITorchError check_matrix(AtenTensorHandle t, const char* what) {
+  if (t == nullptr || t->device_type != kCuda || t->dtype != rt::ScalarType::Float || !t->contiguous()) {
+    rt::set_error(rt::Error::InvalidArgument, "%s must be a contiguous float32 CUDA tensor", what);
+    return AOTI_TORCH_FAILURE;
+  }
+  return AOTI_TORCH_SUCCESS;
+}
+
+AOTITorchError aoti_torch_cuda_addmm_out(AtenTensorHandle out, AtenTensorHandle self, AtenTensorHandle mat1,
+                                         AtenTensorHandle mat2, double beta, double alpha) {
+  for (auto [t, what] : {std::pair{out, "out"}, {mat1, "mat1"}, {mat2, "mat2"}}) {
+    if (check_matrix(t, what) != AOTI_TORCH_SUCCESS) return AOTI_TORCH_FAILURE;
+  }
+  if (self && check_matrix(self, "self") != AOTI_TORCH_SUCCESS) return AOTI_TORCH_FAILURE;
+  if (mat1->sizes.size() != 2 || mat2->sizes.size() != 2 || out->sizes.size() != 2 ||
+      mat1->sizes[1] != mat2->sizes[0] || out->sizes[0] != mat1->sizes[0] || out->sizes[1] != mat2->sizes[1]) {
+    return fail("aoti_torch_cuda_addmm_out: shapes do not multiply");
+  }
+  const int64_t m = out->sizes[0], n = out->sizes[1], k = mat1->sizes[1];
+  const cudaStream_t stream = stream_now();
+  cudaError_t status = cudaSuccess;
+  if (self != nullptr && beta != 0.0) {
+    status = executorch::backends::cuda::launch_broadcast_rows(m, n, static_cast<const float*>(self->data()),
+                                                               self->numel(), static_cast<float*>(out->data()), stream);
+  }
+  if (status == cudaSuccess) {
+    status = executorch::backends::cuda::launch_sgemm(
+        m, n, k, static_cast<float>(alpha), static_cast<const float*>(mat1->data()),
+        static_cast<const float*>(mat2->data()), self != nullptr ? static_cast<float>(beta) : 0.f,
+        static_cast<float*>(out->data()), stream);
+  }
+  return status == cudaSuccess ? AOTI_TORCH_SUCCESS : cuda_fail(status, "aoti_torch_cuda_addmm_out");
+}
+
+AOTITorchError aoti_torch_cuda_mm_out(AtenTensorHandle out, AtenTensorHandle self, AtenTensorHandle mat2) {
+  return aoti_torch_cuda_addmm_out(out, nullptr, self, mat2, 0.0, 1.0);
+}
+
+}  // extern "C"

@@ -1,0 +1,85 @@
+#pragma once
+
+// The compatibility layer: AOTInductor's C ABI (`aoti_torch_*`) over executorch tensors, so code
+// generated for AOTInductor's CUDA runtime can run on this one. Every function returns
+// AOTI_TORCH_SUCCESS (0) or AOTI_TORCH_FAILURE (1); failures leave a message in
+// executorch::runtime::last_error_message(). Exported only by libaoti_cuda_shims.so.
+#include <stdint.h>
+
+#if defined(__GNUC__)
+#define AOTI_SHIM_EXPORT __attribute__((visibility("default")))
+#else
+#define AOTI_SHIM_EXPORT
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef int32_t AOTITorchError;
+#define AOTI_TORCH_SUCCESS 0
+#define AOTI_TORCH_FAILURE 1
+
+struct AtenTensorOpaque;
+typedef struct AtenTensorOpaque* AtenTensorHandle;
+struct CUDAGuardOpaque;
+typedef struct CUDAGuardOpaque* CUDAGuardHandle;
+struct CUDAStreamGuardOpaque;
+typedef struct CUDAStreamGuardOpaque* CUDAStreamGuardHandle;
+
+// Constants (PyTorch's codes).
+AOTI_SHIM_EXPORT int32_t aoti_torch_device_type_cpu(void);
+AOTI_SHIM_EXPORT int32_t aoti_torch_device_type_cuda(void);
+AOTI_SHIM_EXPORT int32_t aoti_torch_dtype_float32(void);
+AOTI_SHIM_EXPORT int32_t aoti_torch_dtype_float16(void);
+AOTI_SHIM_EXPORT int32_t aoti_torch_dtype_bfloat16(void);
+AOTI_SHIM_EXPORT int32_t aoti_torch_dtype_int64(void);
+AOTI_SHIM_EXPORT int32_t aoti_torch_dtype_int32(void);
+AOTI_SHIM_EXPORT int32_t aoti_torch_dtype_int8(void);
+AOTI_SHIM_EXPORT int32_t aoti_torch_dtype_uint8(void);
+AOTI_SHIM_EXPORT int32_t aoti_torch_dtype_bool(void);
+AOTI_SHIM_EXPORT int32_t aoti_torch_layout_strided(void);
+
+// Tensors.
+AOTI_SHIM_EXPORT AOTITorchError aoti_torch_create_tensor_from_blob_v2(
+    void* data, int64_t ndim, const int64_t* sizes, const int64_t* strides, int64_t storage_offset, int32_t dtype,
+    int32_t device_type, int32_t device_index, AtenTensorHandle* ret, int32_t layout, const uint8_t* opaque_metadata,
+    int64_t opaque_metadata_size);
+AOTI_SHIM_EXPORT AOTITorchError aoti_torch_empty_strided(int64_t ndim, const int64_t* sizes, const int64_t* strides,
+                                                         int32_t dtype, int32_t device_type, int32_t device_index,
+                                                         AtenTensorHandle* ret);
+AOTI_SHIM_EXPORT AOTITorchError aoti_torch_delete_tensor_object(AtenTensorHandle tensor);
+AOTI_SHIM_EXPORT AOTITorchError aoti_torch_get_data_ptr(AtenTensorHandle tensor, void** ret);
+AOTI_SHIM_EXPORT AOTITorchError aoti_torch_get_sizes(AtenTensorHandle tensor, int64_t** ret);
+AOTI_SHIM_EXPORT AOTITorchError aoti_torch_get_strides(AtenTensorHandle tensor, int64_t** ret);
+AOTI_SHIM_EXPORT AOTITorchError aoti_torch_get_dtype(AtenTensorHandle tensor, int32_t* ret);
+AOTI_SHIM_EXPORT AOTITorchError aoti_torch_get_dim(AtenTensorHandle tensor, int64_t* ret);
+AOTI_SHIM_EXPORT AOTITorchError aoti_torch_get_numel(AtenTensorHandle tensor, int64_t* ret);
+AOTI_SHIM_EXPORT AOTITorchError aoti_torch_get_storage_offset(AtenTensorHandle tensor, int64_t* ret);
+AOTI_SHIM_EXPORT AOTITorchError aoti_torch_get_device_type(AtenTensorHandle tensor, int32_t* ret);
+AOTI_SHIM_EXPORT AOTITorchError aoti_torch_get_device_index(AtenTensorHandle tensor, int32_t* ret);
+AOTI_SHIM_EXPORT AOTITorchError aoti_torch_copy_(AtenTensorHandle self, AtenTensorHandle src, int32_t non_blocking);
+AOTI_SHIM_EXPORT AOTITorchError aoti_torch_clone(AtenTensorHandle self, AtenTensorHandle* ret);
+AOTI_SHIM_EXPORT AOTITorchError aoti_torch__reinterpret_tensor(AtenTensorHandle self, int64_t ndim,
+                                                               const int64_t* sizes, const int64_t* strides,
+                                                               int64_t storage_offset, AtenTensorHandle* ret);
+
+// Device and stream.
+AOTI_SHIM_EXPORT AOTITorchError aoti_torch_create_cuda_guard(int32_t device_index, CUDAGuardHandle* ret);
+AOTI_SHIM_EXPORT AOTITorchError aoti_torch_delete_cuda_guard(CUDAGuardHandle guard);
+AOTI_SHIM_EXPORT AOTITorchError aoti_torch_cuda_guard_set_index(CUDAGuardHandle guard, int32_t device_index);
+AOTI_SHIM_EXPORT AOTITorchError aoti_torch_create_cuda_stream_guard(void* stream, int32_t device_index,
+                                                                    CUDAStreamGuardHandle* ret);
+AOTI_SHIM_EXPORT AOTITorchError aoti_torch_delete_cuda_stream_guard(CUDAStreamGuardHandle guard);
+AOTI_SHIM_EXPORT AOTITorchError aoti_torch_get_current_cuda_stream(int32_t device_index, void** ret_stream);
+
+// Kernels (float32, contiguous, CUDA): out = self @ mat2; out = beta * self + alpha * (mat1 @ mat2).
+AOTI_SHIM_EXPORT AOTITorchError aoti_torch_cuda_mm_out(AtenTensorHandle out, AtenTensorHandle self,
+                                                       AtenTensorHandle mat2);
+AOTI_SHIM_EXPORT AOTITorchError aoti_torch_cuda_addmm_out(AtenTensorHandle out, AtenTensorHandle self,
+                                                          AtenTensorHandle mat1, AtenTensorHandle mat2, double beta,
+                                                          double alpha);
+
+#ifdef __cplusplus
+}
+#endif

@@ -1,0 +1,48 @@
+#include <executorch/extension/cuda/cuda_stream.h>
+
+#include <executorch/runtime/core/log.h>
+
+namespace executorch {
+namespace extension {
+namespace cuda {
+namespace {
+thread_local std::optional<cudaStream_t> stream_of_thread;
+}  // namespace
+
+std::optional<cudaStream_t> current_stream() { return stream_of_thread; }
+
+StreamGuard::StreamGuard(cudaStream_t stream) : previous_(stream_of_thread) { stream_of_thread = stream; }
+
+StreamGuard::~StreamGuard() { stream_of_thread = previous_; }
+
+DeviceGuard::DeviceGuard(int device) {
+  if (cudaGetDevice(&previous_) != cudaSuccess) previous_ = -1;
+  ok_ = cudaSetDevice(device) == cudaSuccess;
+}
+
+DeviceGuard::~DeviceGuard() {
+  if (previous_ >= 0) cudaSetDevice(previous_);
+}
+
+runtime::Error to_error(cudaError_t status, const char* what) {
+  if (status == cudaSuccess) return runtime::Error::Ok;
+  runtime::Error error = runtime::Error::Internal;
+  switch (status) {
+    case cudaErrorMemoryAllocation:
+      error = runtime::Error::MemoryAllocationFailed;
+      break;
+    case cudaErrorNoDevice:
+    case cudaErrorInsufficientDriver:
+    case cudaErrorInvalidDevice:
+    case cudaErrorNoKernelImageForDevice:
+      error = runtime::Error::DelegateInvalidCompatibility;
+      break;
+    default:
+      break;
+  }
+  return runtime::set_error(error, "%s: %s (%s)", what, cudaGetErrorString(status), cudaGetErrorName(status));
+}
+
+}  // namespace cuda
+}  // namespace extension
+}  // namespace executorch

@@ -1,0 +1,113 @@
+// The aoti_torch_* C ABI: tensor objects, views, copies and errors on the CPU everywhere; device
+// tensors, copies, stream guards and the GEMM shims where a CUDA device exists (skipped otherwise).
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include <cuda_runtime_api.h>
+
+#include <executorch/backends/cuda/shims/shims.h>
+#include <executorch/extension/cuda/cuda_stream.h>
+#include <executorch/tests/cc/check.h>
+
+namespace {
+
+void test_cpu_tensors() {
+  float data[6] = {1, 2, 3, 4, 5, 6};
+  const int64_t sizes[] = {2, 3};
+  AtenTensorHandle t = nullptr;
+  CHECK(aoti_torch_create_tensor_from_blob_v2(data, 2, sizes, nullptr, 0, aoti_torch_dtype_float32(),
+                                              aoti_torch_device_type_cpu(), 0, &t, 0, nullptr, 0) == AOTI_TORCH_SUCCESS);
+  int64_t *got_sizes, *got_strides, numel, dim;
+  int32_t dtype, device;
+  void* ptr;
+  CHECK(aoti_torch_get_sizes(t, &got_sizes) == 0 && got_sizes[0] == 2 && got_sizes[1] == 3);
+  CHECK(aoti_torch_get_strides(t, &got_strides) == 0 && got_strides[0] == 3 && got_strides[1] == 1);
+  CHECK(aoti_torch_get_numel(t, &numel) == 0 && numel == 6);
+  CHECK(aoti_torch_get_dim(t, &dim) == 0 && dim == 2);
+  CHECK(aoti_torch_get_dtype(t, &dtype) == 0 && dtype == 6);
+  CHECK(aoti_torch_get_device_type(t, &device) == 0 && device == aoti_torch_device_type_cpu());
+  CHECK(aoti_torch_get_data_ptr(t, &ptr) == 0 && ptr == data);
+
+  // A view of the second row; its storage offset counts elements.
+  const int64_t row[] = {3}, one[] = {1};
+  AtenTensorHandle view = nullptr;
+  CHECK(aoti_torch__reinterpret_tensor(t, 1, row, one, 3, &view) == 0);
+  int64_t offset;
+  CHECK(aoti_torch_get_storage_offset(view, &offset) == 0 && offset == 3);
+  CHECK(aoti_torch_get_data_ptr(view, &ptr) == 0 && static_cast<float*>(ptr)[0] == 4);
+
+  AtenTensorHandle copy = nullptr;
+  CHECK(aoti_torch_clone(t, &copy) == 0);
+  CHECK(aoti_torch_get_data_ptr(copy, &ptr) == 0 && ptr != data && std::memcmp(ptr, data, sizeof(data)) == 0);
+  AtenTensorHandle empty = nullptr;
+  CHECK(aoti_torch_empty_strided(2, sizes, nullptr, aoti_torch_dtype_float32(), aoti_torch_device_type_cpu(), 0, &empty) == 0);
+  CHECK(aoti_torch_copy_(empty, view, 0) == AOTI_TORCH_FAILURE);  // sizes differ: an error, not a crash
+  CHECK(aoti_torch_copy_(empty, t, 0) == 0);
+  CHECK(aoti_torch_get_data_ptr(empty, &ptr) == 0 && static_cast<float*>(ptr)[5] == 6);
+  CHECK(aoti_torch_create_tensor_from_blob_v2(data, 2, sizes, nullptr, 0, 99, 0, 0, &view, 0, nullptr, 0) ==
+        AOTI_TORCH_FAILURE);
+  CHECK(aoti_torch_get_sizes(nullptr, &got_sizes) == AOTI_TORCH_FAILURE);
+  for (AtenTensorHandle h : {t, view, copy, empty}) aoti_torch_delete_tensor_object(h);
+}
+
+void test_cuda(bool have_device) {
+  if (!have_device) {
+    AtenTensorHandle t = nullptr;
+    const int64_t sizes[] = {4};
+    // No device: an error, not a crash.
+    CHECK(aoti_torch_empty_strided(1, sizes, nullptr, aoti_torch_dtype_float32(), aoti_torch_device_type_cuda(), 0, &t) ==
+          AOTI_TORCH_FAILURE);
+    return;
+  }
+  const int64_t m = 37, k = 70, n = 45;
+  std::vector<float> a(m * k), b(k * n), bias(n), out(m * n);
+  for (size_t i = 0; i < a.size(); ++i) a[i] = std::sin(0.1f * i);
+  for (size_t i = 0; i < b.size(); ++i) b[i] = std::cos(0.07f * i);
+  for (size_t i = 0; i < bias.size(); ++i) bias[i] = 0.5f * i;
+  auto upload = [](std::vector<float>& host, std::vector<int64_t> sizes) {
+    AtenTensorHandle h_host = nullptr, h_dev = nullptr;
+    aoti_torch_create_tensor_from_blob_v2(host.data(), static_cast<int64_t>(sizes.size()), sizes.data(), nullptr, 0,
+                                          aoti_torch_dtype_float32(), aoti_torch_device_type_cpu(), 0, &h_host, 0, nullptr, 0);
+    aoti_torch_empty_strided(static_cast<int64_t>(sizes.size()), sizes.data(), nullptr, aoti_torch_dtype_float32(),
+                             aoti_torch_device_type_cuda(), 0, &h_dev);
+    CHECK(aoti_torch_copy_(h_dev, h_host, 0) == 0);
+    aoti_torch_delete_tensor_object(h_host);
+    return h_dev;
+  };
+  AtenTensorHandle da = upload(a, {m, k}), db = upload(b, {k, n}), dbias = upload(bias, {n}), dout = upload(out, {m, n});
+  cudaStream_t stream;
+  cudaStreamCreate(&stream);
+  CUDAStreamGuardHandle guard = nullptr;
+  CHECK(aoti_torch_create_cuda_stream_guard(stream, 0, &guard) == 0);
+  void* current = nullptr;
+  CHECK(aoti_torch_get_current_cuda_stream(0, &current) == 0 && current == stream);
+  CHECK(aoti_torch_cuda_addmm_out(dout, dbias, da, db, 1.0, 2.0) == 0);
+  std::vector<int64_t> out_sizes = {m, n};
+  AtenTensorHandle host_out = nullptr;
+  aoti_torch_create_tensor_from_blob_v2(out.data(), 2, out_sizes.data(), nullptr, 0, aoti_torch_dtype_float32(),
+                                        aoti_torch_device_type_cpu(), 0, &host_out, 0, nullptr, 0);
+  CHECK(aoti_torch_copy_(host_out, dout, 0) == 0);
+  aoti_torch_delete_cuda_stream_guard(guard);
+  CHECK(!executorch::extension::cuda::current_stream().has_value());
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j) {
+      double s = bias[j];
+      for (int64_t p = 0; p < k; ++p) s += 2.0 * a[i * k + p] * b[p * n + j];
+      CHECK(std::fabs(out[i * n + j] - s) < 1e-3 * (1 + std::fabs(s)));
+    }
+  CHECK(aoti_torch_cuda_mm_out(dout, da, da) == AOTI_TORCH_FAILURE);  // shapes do not multiply
+  for (AtenTensorHandle h : {da, db, dbias, dout, host_out}) aoti_torch_delete_tensor_object(h);
+  cudaStreamDestroy(stream);
+  std::printf("CUDA shims checked on the device\n");
+}
+
+}  // namespace
+
+int main() {
+  int devices = 0;
+  const bool have_device = cudaGetDeviceCount(&devices) == cudaSuccess && devices > 0;
+  test_cpu_tensors();
+  test_cuda(have_device);
+  return executorch::testing::finish("shims_test");
+}
