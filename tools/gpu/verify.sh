@@ -4,10 +4,14 @@
 #   tools/gpu/verify.sh ARTIFACTS
 #
 # ARTIFACTS holds: the executorch wheel for this machine's Python; the wheels it requires
-# (numpy, nvidia-cuda-runtime) for an offline install; optionally bin/ with C++ test binaries.
+# (numpy, flatbuffers, nvidia-cuda-runtime) for an offline install; optionally bin/ with C++ test
+# binaries, models/ with NAME.pte, NAME.input.bin, NAME.expected.bin and NAME.shape (the input's
+# shape, "1,64") exported and computed elsewhere, and cmake/ with the consumer application's source.
 # Steps: pip-installs the wheel into a clean virtual environment (resolving its requirements from
-# ARTIFACTS only), checks from an empty directory that CudaBackend is registered once and available,
-# then runs each test binary against the installed CUDA runtime.
+# ARTIFACTS only); from an empty directory checks that CudaBackend is registered once and available
+# and that every library shares one runtime; runs each model with the installed executor_runner and
+# compares with the expected output; builds the CMake application against the installed wheel and
+# runs it; runs each test binary against the installed CUDA runtime.
 set -euo pipefail
 art=$(cd "${1:?usage: verify.sh ARTIFACTS}" && pwd)
 python=${PYTHON:-python3}
@@ -40,7 +44,44 @@ print("CudaBackend available: True")
 PY
 )
 
-cudart_dir=$(echo "$work"/venv/lib/python3*/site-packages/nvidia/cu13/lib)
+echo "== one runtime in the process (executorch.tools.identity)"
+(cd "$work/empty" && "$work/venv/bin/python" -I -m executorch.tools.identity >"$work/identity.json") ||
+  { cat "$work/identity.json"; exit 1; }
+"$work/venv/bin/python" -c "import json,sys; r=json.load(open(sys.argv[1])); print('libraries agree:', sorted(r['libraries']))" "$work/identity.json"
+
+site=$(echo "$work"/venv/lib/python3*/site-packages)
+compare() {  # compare OURS EXPECTED: float32 files, max |diff| <= 1e-4 * max(1, max |expected|)
+  "$work/venv/bin/python" - "$1" "$2" <<'PY'
+import sys, numpy as np
+a, b = (np.fromfile(p, dtype=np.float32) for p in sys.argv[1:3])
+err, tol = float(np.abs(a - b).max()), 1e-4 * max(1.0, float(np.abs(b).max()))
+print(f"   max |ours - expected| = {err:.3g} (tolerance {tol:.3g})")
+sys.exit(0 if a.shape == b.shape and err <= tol else 1)
+PY
+}
+for pte in "$art"/models/*.pte; do
+  [[ -f $pte ]] || continue
+  name=$(basename "$pte" .pte)
+  echo "== executor_runner (installed) on $name"
+  mkdir -p "$work/out/$name"
+  "$site/executorch/bin/executor_runner" --model_path "$pte" --input "$art/models/$name.input.bin" \
+    --output_dir "$work/out/$name" --iterations 20
+  compare "$work/out/$name/output_0.bin" "$art/models/$name.expected.bin"
+done
+
+if [[ -d $art/cmake ]]; then
+  echo "== CMake application against the installed wheel"
+  cmake -S "$art/cmake" -B "$work/app" -DCMAKE_PREFIX_PATH="$("$work/venv/bin/python" -I -m executorch.sysconfig --cmake-dir)" \
+    -DCMAKE_BUILD_TYPE=Release >/dev/null
+  cmake --build "$work/app" >/dev/null
+  for pte in "$art"/models/*.pte; do
+    name=$(basename "$pte" .pte)
+    "$work/app/my_app" "$pte" "$art/models/$name.input.bin" "$(cat "$art/models/$name.shape")" "$work/app/$name.out"
+    compare "$work/app/$name.out" "$art/models/$name.expected.bin"
+  done
+fi
+
+cudart_dir=$site/nvidia/cu13/lib
 for t in "$art"/bin/*; do
   [[ -x $t ]] || continue
   echo "== $(basename "$t")"
