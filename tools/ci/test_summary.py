@@ -1,4 +1,4 @@
-"""Totals the test cases of a `bazel test` run from its JUnit XML files.
+"""Totals the test cases of `bazel test` runs from their JUnit XML files (one or more testlogs dirs).
 
 Prints each skipped case with its reason, then one line: "tests: N passed, N failed, N skipped".
 Exits non-zero when a case failed or when no case ran at all.
@@ -11,9 +11,9 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 
-def main(testlogs: str) -> int:
+def main(testlogs: list[str]) -> int:
     passed = failed = skipped = 0
-    for xml in sorted(Path(testlogs).rglob("test.xml")):
+    for xml in sorted(x for d in testlogs for x in Path(d).rglob("test.xml")):
         for case in ET.parse(xml).getroot().iter("testcase"):
             if case.find("failure") is not None or case.find("error") is not None:
                 failed += 1
@@ -28,4 +28,4 @@ def main(testlogs: str) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1] if len(sys.argv) > 1 else "bazel-testlogs"))
+    sys.exit(main(sys.argv[1:] or ["bazel-testlogs"]))
