@@ -77,3 +77,35 @@ def test_one_runtime_at_run_time(variant: str, tmp_path: Path) -> None:
 def test_cpu_wheel_needs_no_cuda_runtime(tmp_path: Path) -> None:
     result = install_and_probe(os.environ["EXECUTORCH_WHEEL_CPU"], tmp_path)
     assert result["backends"] == []
+
+
+def test_installed_wheel_runs_a_model_like_torch(tmp_path: Path) -> None:
+    """Export here, run in the clean environment (no torch there), compare with torch here."""
+    torch = pytest.importorskip("torch", reason="torch is not installed in the test interpreter")
+    from tests.flags import preload_cuda_runtime
+
+    preload_cuda_runtime()
+    from executorch.export import export
+    from tests.models.zoo import MODELS, fresh_inputs
+
+    python = wheel_env.install(os.environ["EXECUTORCH_WHEEL"], tmp_path).python
+    model, example = MODELS["cnn"]()
+    (tmp_path / "model.pte").write_bytes(export(model, example))
+    (x,) = fresh_inputs(example, 7)
+    np_in = tmp_path / "input.npy"
+    import numpy as np
+
+    np.save(np_in, x.numpy())
+    script = (
+        "import sys, numpy as np\n"
+        "from executorch.runtime import Runtime\n"
+        "m = Runtime.get().load_program(sys.argv[1]).load_method('forward')\n"
+        "np.save(sys.argv[3], m.execute([np.load(sys.argv[2])])[0])\n"
+    )
+    (tmp_path / "empty").mkdir()
+    out = subprocess.run([python, "-I", "-c", script, tmp_path / "model.pte", np_in, tmp_path / "out.npy"],
+                         cwd=tmp_path / "empty", capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    with torch.no_grad():
+        ref = model(x).numpy()
+    np.testing.assert_allclose(np.load(tmp_path / "out.npy"), ref, rtol=0, atol=1e-4 * max(1.0, float(np.abs(ref).max())))

@@ -78,11 +78,15 @@ def test_no_hidden_copy_of_the_registry(wheel: Wheel) -> None:
 
 
 @shared_only()
-def test_extension_links_the_runtime_and_defines_none_of_it(wheel: Wheel) -> None:
+def test_extension_links_the_libraries_and_defines_none_of_them(wheel: Wheel) -> None:
     ext = wheel.objects[extension(wheel)]
-    assert "libexecutorch.so.1" in ext.needed
-    for token in REGISTRY_API + [REGISTRY_STORAGE, DELEGATE_SENTINEL]:
-        assert not ext.defines(token, hidden_too=True), token
+    expected = ["libexecutorch.so.1", "libexecutorch_threadpool.so.1", "libexecutorch_kernels.so.1"]
+    if CUDA:
+        expected += ["libexecutorch_cuda_backend.so.1", "libexecutorch_extension_cuda.so.1", "libaoti_cuda_shims.so"]
+    assert set(expected) <= set(ext.needed), ext.needed
+    for component in EXECUTORCH_COMPONENTS:
+        for token in component.symbols:
+            assert not ext.defines(token, hidden_too=True), f"{component.name}: {token}"
 
 
 @shared_only()
