@@ -55,6 +55,7 @@ def test_installed_wheel_registers_its_backends(variant: str, tmp_path: Path) ->
         assert isinstance(result["available"]["CudaBackend"], bool)
 
 
+@pytest.mark.skipif(not env_flag("EXECUTORCH_SHARED"), reason="built with --//:shared=False: no shared libraries")
 @pytest.mark.parametrize("variant", ["EXECUTORCH_WHEEL", "EXECUTORCH_WHEEL_CPU"])
 def test_one_runtime_at_run_time(variant: str, tmp_path: Path) -> None:
     """The extension and every shipped library agree on the registries and the thread pool."""

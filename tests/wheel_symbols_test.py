@@ -178,12 +178,14 @@ def test_static_build_ships_only_the_extension(static_wheel: Wheel) -> None:
     assert ext.defines(DELEGATE_SENTINEL, hidden_too=True) == CUDA
 
 
+@shared_only()
 def test_cpu_build_has_one_registry_and_no_delegate(cpu_wheel: Wheel) -> None:
     assert DELEGATE not in cpu_wheel.objects
     for token in REGISTRY_API:
         assert cpu_wheel.definers(token) == [RUNTIME]
 
 
+@shared_only()
 def test_symcheck_passes_on_the_wheel_and_names_each_definer(wheel: Wheel, capsys: pytest.CaptureFixture[str]) -> None:
     from executorch.tools import symcheck
 
