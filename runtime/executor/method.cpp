@@ -92,6 +92,7 @@ Error Method::parse_values(const Program& program, const fb::ExecutionPlan* plan
   const size_t n = size_of(values);
   values_.resize(n);  // never resized again: EValue* pointers into it stay valid
   planned_.assign(n, false);
+  constant_.assign(n, false);
   for (size_t i = 0; i < n; ++i) {
     const fb::EValue* v = values->Get(static_cast<flatbuffers::uoffset_t>(i));
     EValue& out = values_[i];
@@ -174,6 +175,7 @@ Error Method::parse_values(const Program& program, const fb::ExecutionPlan* plan
           ET_CHECK_OR_RETURN(reinterpret_cast<uintptr_t>(bytes->data()) % element_size(dtype) == 0,
                              Error::InvalidProgram, "value %zu: constant data is misaligned", i);
           data = const_cast<uint8_t*>(bytes->data());
+          constant_[i] = true;
         } else if (t->mem_id() >= 0) {
           const auto id = static_cast<size_t>(t->mem_id());
           ET_CHECK_OR_RETURN(id < buffers_.size(), Error::InvalidProgram,
@@ -343,6 +345,21 @@ Method::~Method() {
     std::fprintf(stderr, "executorch profile of '%s' (%ld runs):\n", name(), profile_runs_);
     for (auto& [ms, op] : rows) std::fprintf(stderr, "  %10.3f ms  %s\n", ms, op.c_str());
   }
+}
+
+Method::Memory Method::value_memory(size_t index) const {
+  if (index >= values_.size() || !values_[index].is_tensor()) return Memory::None;
+  return planned_[index] ? Memory::Planned : constant_[index] ? Memory::Constant : Memory::None;
+}
+
+const char* Method::instruction_operator(size_t index) const {
+  if (index >= steps_.size() || steps_[index].kind != Step::Kind::Kernel) return nullptr;
+  return steps_[index].label.c_str();
+}
+
+Span<EValue*> Method::instruction_args(size_t index) {
+  if (index >= steps_.size()) return {};
+  return {steps_[index].args.data(), steps_[index].args.size()};
 }
 
 Error Method::set_input(size_t index, const EValue& value) {

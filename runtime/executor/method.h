@@ -48,6 +48,17 @@ class EXECUTORCH_API Method final {
   // Output `index` of the last execute(); a tensor's data stays valid until the next execute().
   const EValue& get_output(size_t index) const { return *outputs_[index]; }
 
+  // For backends that run a method's instructions themselves (the CUDA delegate executes a
+  // sub-program this way, on device memory it provides through a MemoryManager).
+  enum class Memory { None, Constant, Planned };
+  size_t num_values() const { return values_.size(); }
+  EValue& value(size_t index) { return values_[index]; }
+  Memory value_memory(size_t index) const;
+  size_t num_instructions() const { return steps_.size(); }
+  // The operator of kernel call `index` ("aten::addmm"), or nullptr for other instructions.
+  const char* instruction_operator(size_t index) const;
+  Span<EValue*> instruction_args(size_t index);
+
  private:
   struct Step {
     enum class Kind { Kernel, Delegate, Move } kind;
@@ -74,7 +85,8 @@ class EXECUTORCH_API Method final {
   std::vector<std::unique_ptr<EValue*[]>> lists_;
   std::vector<Span<uint8_t>> buffers_;
   std::vector<std::unique_ptr<uint8_t, void (*)(void*)>> owned_buffers_;
-  std::vector<bool> planned_;  // per value: whether its tensor data is planned or constant
+  std::vector<bool> planned_;   // per value: tensor data in planned memory
+  std::vector<bool> constant_;  // per value: tensor data in a constant segment
   std::vector<EValue*> inputs_, outputs_;
   std::vector<size_t> input_ids_;
   std::vector<bool> input_set_;

@@ -114,6 +114,19 @@ Result<Span<const uint8_t>> Program::segment_data(size_t index, uint64_t offset,
   return Span<const uint8_t>(segments_.data() + s->offset() + offset, static_cast<size_t>(size));
 }
 
+Result<std::vector<uint64_t>> Program::planned_buffer_sizes(const char* name) const {
+  for (size_t i = 0; i < num_methods(); ++i) {
+    if (std::strcmp(method_name(i), name) == 0) {
+      std::vector<uint64_t> sizes;
+      if (const auto* list = program_->execution_plan()->Get(static_cast<flatbuffers::uoffset_t>(i))->non_const_buffer_sizes()) {
+        sizes.assign(list->begin(), list->end());
+      }
+      return sizes;
+    }
+  }
+  return ET_ERROR(Error::NotFound, "the program has no method named '%s'", name);
+}
+
 Result<std::unique_ptr<Method>> Program::load_method(const char* name, const MemoryManager* memory_manager) const {
   for (size_t i = 0; i < num_methods(); ++i) {
     if (std::strcmp(method_name(i), name) == 0) {

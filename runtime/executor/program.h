@@ -3,6 +3,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 #include <executorch/runtime/core/result.h>
 #include <executorch/runtime/core/span.h>
@@ -41,6 +42,9 @@ class EXECUTORCH_API Program final {
   // Prepares method `name` for execution: values, planned memory (from `memory_manager`, or owned
   // by the Method when null), kernels, delegates. Every index and size is checked here.
   Result<std::unique_ptr<Method>> load_method(const char* name, const MemoryManager* memory_manager = nullptr) const;
+
+  // Bytes of each planned buffer method `name` needs (to provide them through a MemoryManager).
+  Result<std::vector<uint64_t>> planned_buffer_sizes(const char* name) const;
 
   // metadata["key"], or nullptr.
   const char* metadata(const char* key) const;

@@ -1,5 +1,6 @@
 """Four small real models: an MLP, a CNN, a transformer encoder block and a decoder-only language
-model. Each factory returns (module, example_inputs); weights are random but seeded."""
+model. Each factory returns (module in eval mode, example_inputs); weights are random but seeded.
+(Eval mode matters: a batch-norm module left in training mode computes something else.)"""
 
 from __future__ import annotations
 
@@ -75,7 +76,7 @@ class TinyLM(nn.Module):
 
 def mlp(batch: int = 1) -> tuple[nn.Module, tuple]:
     torch.manual_seed(0)
-    return MLP(), (torch.randn(batch, 64),)
+    return MLP().eval(), (torch.randn(batch, 64),)
 
 
 def cnn(batch: int = 1) -> tuple[nn.Module, tuple]:
@@ -88,17 +89,17 @@ def cnn(batch: int = 1) -> tuple[nn.Module, tuple]:
                 m.running_var.uniform_(0.5, 2.0)
                 m.weight.uniform_(0.5, 1.5)
                 m.bias.uniform_(-0.2, 0.2)
-    return model, (torch.randn(batch, 3, 32, 32),)
+    return model.eval(), (torch.randn(batch, 3, 32, 32),)
 
 
 def encoder(batch: int = 1) -> tuple[nn.Module, tuple]:
     torch.manual_seed(2)
-    return EncoderBlock(), (torch.randn(batch, 16, 64),)
+    return EncoderBlock().eval(), (torch.randn(batch, 16, 64),)
 
 
 def tiny_lm(batch: int = 1) -> tuple[nn.Module, tuple]:
     torch.manual_seed(3)
-    return TinyLM(), (torch.randint(0, 512, (batch, 32)),)
+    return TinyLM().eval(), (torch.randint(0, 512, (batch, 32)),)
 
 
 MODELS: dict[str, Callable[..., tuple[nn.Module, tuple]]] = {

@@ -81,6 +81,36 @@ if [[ -d $art/cmake ]]; then
   done
 fi
 
+echo "== the Python runtime (installed) on each model"
+(cd "$work/empty" && "$work/venv/bin/python" -I - "$art/models" <<'PY'
+import sys, numpy as np
+from pathlib import Path
+from executorch.runtime import Runtime
+for pte in sorted(Path(sys.argv[1]).glob("*.pte")):
+    stem = pte.with_suffix("")
+    x = np.fromfile(f"{stem}.input.bin", dtype=np.float32).reshape([int(d) for d in Path(f"{stem}.shape").read_text().split(",")])
+    want = np.fromfile(f"{stem}.expected.bin", dtype=np.float32)
+    program = Runtime.get().load_program(pte)
+    out = program.load_method().execute([x])[0].ravel()
+    err, tol = float(np.abs(out - want).max()), 1e-4 * max(1.0, float(np.abs(want).max()))
+    calls = program.metadata("cuda_delegate_calls") or "0"
+    print(f"   {pte.name}: {calls} CudaBackend call(s), max |ours - expected| = {err:.3g} (tolerance {tol:.3g})")
+    assert err <= tol, pte
+PY
+)
+
+if [[ -d $art/cmake_cuda ]]; then
+  echo "== CMake application with a GPU-memory input (the seed's example)"
+  cmake -S "$art/cmake_cuda" -B "$work/gpu_app" -DCMAKE_PREFIX_PATH="$("$work/venv/bin/python" -I -m executorch.sysconfig --cmake-dir)" \
+    -DCMAKE_BUILD_TYPE=Release >/dev/null
+  cmake --build "$work/gpu_app" >/dev/null
+  for pte in "$art"/models/*_cuda.pte; do
+    name=$(basename "$pte" .pte)
+    "$work/gpu_app/my_gpu_app" "$pte" "$art/models/$name.input.bin" "$(cat "$art/models/$name.shape")" "$work/gpu_app/$name.out"
+    compare "$work/gpu_app/$name.out" "$art/models/$name.expected.bin"
+  done
+fi
+
 cudart_dir=$site/nvidia/cu13/lib
 for t in "$art"/bin/*; do
   [[ -x $t ]] || continue

@@ -1,15 +1,261 @@
 #include <executorch/backends/cuda/runtime/cuda_backend.h>
 
 #include <cstdio>
+#include <cstring>
+#include <memory>
+#include <new>
+#include <string>
+#include <vector>
 
 #include <cuda_runtime_api.h>
 
+#include <executorch/backends/cuda/kernels/ops.h>
+#include <executorch/backends/cuda/shims/shims.h>
+#include <executorch/extension/cuda/cuda_stream.h>
 #include <executorch/runtime/core/log.h>
+#include <executorch/runtime/executor/data_loader.h>
+#include <executorch/runtime/executor/method.h>
+#include <executorch/runtime/executor/program.h>
 
 namespace executorch {
 namespace backends {
 namespace cuda {
 namespace {
+
+using runtime::Error;
+using runtime::EValue;
+using runtime::Span;
+using runtime::Tensor;
+namespace ecuda = extension::cuda;
+
+// Device memory, freed with its owner.
+struct DeviceBuffer {
+  void* ptr = nullptr;
+  DeviceBuffer() = default;
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  DeviceBuffer(DeviceBuffer&& o) noexcept : ptr(o.ptr) { o.ptr = nullptr; }
+  ~DeviceBuffer() {
+    if (ptr) cudaFree(ptr);
+  }
+};
+
+enum class OpKind { Addmm, Mm, Unary, Binary, Softmax, LogSoftmax, LayerNorm, Copy, Permute };
+
+// Tensor handles of the shim library (matrix products run through aoti_torch_cuda_*), freed with
+// the op.
+struct ShimTensor {
+  AtenTensorHandle handle = nullptr;
+  ShimTensor() = default;
+  ShimTensor(const ShimTensor&) = delete;
+  ShimTensor& operator=(const ShimTensor&) = delete;
+  ShimTensor(ShimTensor&& o) noexcept : handle(o.handle) { o.handle = nullptr; }
+  ~ShimTensor() {
+    if (handle) aoti_torch_delete_tensor_object(handle);
+  }
+};
+
+struct Op {
+  OpKind kind;
+  Unary unary = Unary::Relu;
+  Binary binary = Binary::Add;
+  Span<EValue*> args;
+  std::string name;
+  std::vector<ShimTensor> shim;  // addmm: bias, mat1, mat2, out; mm: mat1, mat2, out
+};
+
+// A shim view of a device tensor of the sub-program (its memory never moves after init).
+Error shim_view(EValue* v, ShimTensor* out) {
+  ET_CHECK_OR_RETURN(v->is_tensor(), Error::InvalidArgument, "%s: matrix argument is not a tensor", kCudaBackendName);
+  const Tensor& t = v->to_tensor();
+  if (aoti_torch_create_tensor_from_blob_v2(t.mutable_data_ptr(), t.dim(), t.sizes(), t.strides(), 0,
+                                            static_cast<int32_t>(t.scalar_type()), aoti_torch_device_type_cuda(), 0,
+                                            &out->handle, aoti_torch_layout_strided(), nullptr, 0) != AOTI_TORCH_SUCCESS) {
+    return ET_ERROR(Error::Internal, "%s: %s", kCudaBackendName, runtime::last_error_message());
+  }
+  return Error::Ok;
+}
+
+// One delegate call site: the sub-program (the payload is a .pte), its device memory and its ops.
+struct Delegate {
+  std::unique_ptr<runtime::Program> program;
+  std::vector<DeviceBuffer> buffers;  // planned memory, on the device
+  std::vector<Span<uint8_t>> spans;
+  std::unique_ptr<runtime::MemoryManager> memory;
+  std::unique_ptr<runtime::Method> method;
+  std::vector<DeviceBuffer> constants;  // uploaded once, at init
+  std::vector<Op> ops;
+  cudaStream_t own_stream = nullptr;
+  ~Delegate() {
+    method.reset();
+    if (own_stream) cudaStreamDestroy(own_stream);
+  }
+};
+
+// Operators this backend runs; the exporter's partitioner delegates exactly these.
+bool classify(const std::string& name, Op* op) {
+  static const struct { const char* name; Unary op; } unary[] = {
+      {"aten::relu", Unary::Relu},       {"aten::silu", Unary::Silu},   {"aten::sigmoid", Unary::Sigmoid},
+      {"aten::tanh", Unary::Tanh},       {"aten::neg", Unary::Neg},     {"aten::exp", Unary::Exp},
+      {"aten::rsqrt", Unary::Rsqrt},
+  };
+  static const struct { const char* name; Binary op; } binary[] = {
+      {"aten::add.Tensor", Binary::Add}, {"aten::sub.Tensor", Binary::Sub}, {"aten::mul.Tensor", Binary::Mul},
+      {"aten::div.Tensor", Binary::Div}, {"aten::mul.Scalar", Binary::Mul}, {"aten::add.Scalar", Binary::Add},
+  };
+  for (const auto& u : unary) {
+    if (name == u.name) return op->kind = OpKind::Unary, op->unary = u.op, true;
+  }
+  for (const auto& b : binary) {
+    if (name == b.name) return op->kind = OpKind::Binary, op->binary = b.op, true;
+  }
+  if (name == "aten::gelu") return op->kind = OpKind::Unary, op->unary = Unary::Gelu, true;
+  if (name == "aten::addmm") return op->kind = OpKind::Addmm, true;
+  if (name == "aten::mm") return op->kind = OpKind::Mm, true;
+  if (name == "aten::_softmax") return op->kind = OpKind::Softmax, true;
+  if (name == "aten::_log_softmax") return op->kind = OpKind::LogSoftmax, true;
+  if (name == "aten::native_layer_norm") return op->kind = OpKind::LayerNorm, true;
+  if (name == "aten::view" || name == "aten::_unsafe_view" || name == "aten::clone" || name == "aten::unsqueeze" ||
+      name == "aten::squeeze.dims" || name == "aten::squeeze.dim") {
+    return op->kind = OpKind::Copy, true;
+  }
+  if (name == "aten::permute") return op->kind = OpKind::Permute, true;
+  return false;
+}
+
+Error check_float(const EValue* v, const char* op, size_t i) {
+  ET_CHECK_OR_RETURN(v->is_tensor() && v->to_tensor().scalar_type() == runtime::ScalarType::Float, Error::InvalidArgument,
+                     "%s %s: argument %zu must be a float32 tensor", kCudaBackendName, op, i);
+  return Error::Ok;
+}
+
+float* fp(EValue* v) { return v->to_tensor().data_ptr<float>(); }
+
+// Runs one op on `stream`. Argument layout follows the ATen schema, outputs last (as the CPU kernels).
+Error run(const Op& op, cudaStream_t stream) {
+  const auto& a = op.args;
+  const char* name = op.name.c_str();
+  cudaError_t status = cudaSuccess;
+  switch (op.kind) {
+    case OpKind::Unary: {
+      ET_CHECK_OR_RETURN(a.size() >= 2, Error::InvalidArgument, "%s: %s needs input and output", kCudaBackendName, name);
+      ET_TRY(check_float(a[0], name, 0));
+      ET_TRY(check_float(a[a.size() - 1], name, a.size() - 1));
+      if (op.unary == Unary::Gelu && a.size() == 3 && a[1]->tag() == EValue::Tag::String &&
+          a[1]->to_string().size() == 4 && std::memcmp(a[1]->to_string().data(), "tanh", 4) == 0) {
+        status = launch_unary(Unary::GeluTanh, fp(a[0]), fp(a[2]), a[0]->to_tensor().numel(), stream);
+      } else {
+        status = launch_unary(op.unary, fp(a[0]), fp(a[a.size() - 1]), a[0]->to_tensor().numel(), stream);
+      }
+      break;
+    }
+    case OpKind::Binary: {
+      ET_CHECK_OR_RETURN(a.size() == 3 || a.size() == 4, Error::InvalidArgument, "%s: %s arguments", kCudaBackendName, name);
+      EValue* out = a[a.size() - 1];
+      ET_TRY(check_float(a[0], name, 0));
+      ET_TRY(check_float(out, name, a.size() - 1));
+      const Tensor& o = out->to_tensor();
+      const Tensor& x = a[0]->to_tensor();
+      const float alpha = a.size() == 4 ? static_cast<float>(a[2]->scalar_as_double()) : 1.f;
+      Broadcast shape{o.dim(), {}, {}, {}};
+      ET_CHECK_OR_RETURN(o.dim() <= kMaxOpDims, Error::NotSupported, "%s: %s on %d dims", kCudaBackendName, name, o.dim());
+      auto strides_of = [&](const Tensor& t, int64_t* s) -> bool {
+        const int shift = o.dim() - t.dim();
+        if (shift < 0) return false;
+        int64_t stride = 1;
+        for (int d = o.dim() - 1; d >= 0; --d) {
+          if (d < shift) {
+            s[d] = 0;
+            continue;
+          }
+          const int64_t size = t.size(d - shift);
+          if (size != o.size(d) && size != 1) return false;
+          s[d] = size == 1 ? 0 : stride;
+          stride *= size;
+        }
+        return true;
+      };
+      for (int d = 0; d < o.dim(); ++d) shape.out_sizes[d] = o.size(d);
+      ET_CHECK_OR_RETURN(strides_of(x, shape.a_strides), Error::InvalidArgument, "%s: %s shapes do not broadcast",
+                         kCudaBackendName, name);
+      const float* b = nullptr;
+      float scalar = 0.f;
+      if (a[1]->is_tensor()) {
+        ET_TRY(check_float(a[1], name, 1));
+        ET_CHECK_OR_RETURN(strides_of(a[1]->to_tensor(), shape.b_strides), Error::InvalidArgument,
+                           "%s: %s shapes do not broadcast", kCudaBackendName, name);
+        b = fp(a[1]);
+      } else {
+        scalar = static_cast<float>(a[1]->scalar_as_double());
+      }
+      status = launch_binary(op.binary, fp(a[0]), b, scalar, alpha, fp(out), o.numel(), shape, stream);
+      break;
+    }
+    case OpKind::Addmm:
+    case OpKind::Mm: {
+      // Through the shim library, on the current stream (execute() set it).
+      const AOTITorchError e = op.kind == OpKind::Addmm
+          ? aoti_torch_cuda_addmm_out(op.shim[3].handle, op.shim[0].handle, op.shim[1].handle, op.shim[2].handle,
+                                      a[3]->scalar_as_double(), a[4]->scalar_as_double())
+          : aoti_torch_cuda_mm_out(op.shim[2].handle, op.shim[0].handle, op.shim[1].handle);
+      if (e != AOTI_TORCH_SUCCESS) return ET_ERROR(Error::InvalidArgument, "%s %s: %s", kCudaBackendName, name,
+                                                   runtime::last_error_message());
+      break;
+    }
+    case OpKind::Softmax:
+    case OpKind::LogSoftmax: {
+      ET_CHECK_OR_RETURN(a.size() == 4, Error::InvalidArgument, "%s: %s arguments", kCudaBackendName, name);
+      ET_TRY(check_float(a[0], name, 0));
+      ET_TRY(check_float(a[3], name, 3));
+      const Tensor& x = a[0]->to_tensor();
+      const int64_t dim = a[1]->to_int();
+      ET_CHECK_OR_RETURN(x.dim() > 0 && (dim == -1 || dim == x.dim() - 1), Error::NotSupported,
+                         "%s: %s only over the last dimension", kCudaBackendName, name);
+      const int64_t cols = x.size(x.dim() - 1);
+      status = launch_softmax(fp(a[0]), fp(a[3]), cols ? x.numel() / cols : 0, cols, op.kind == OpKind::LogSoftmax, stream);
+      break;
+    }
+    case OpKind::LayerNorm: {
+      ET_CHECK_OR_RETURN(a.size() == 8 && a[1]->is_int_list(), Error::InvalidArgument, "%s: %s arguments",
+                         kCudaBackendName, name);
+      ET_TRY(check_float(a[0], name, 0));
+      int64_t cols = 1;
+      for (int64_t s : a[1]->to_int_list()) cols *= s;
+      const Tensor& x = a[0]->to_tensor();
+      status = launch_layer_norm(fp(a[0]), a[2]->is_tensor() ? fp(a[2]) : nullptr, a[3]->is_tensor() ? fp(a[3]) : nullptr,
+                                 static_cast<float>(a[4]->scalar_as_double()), fp(a[5]), fp(a[6]), fp(a[7]),
+                                 cols ? x.numel() / cols : 0, cols, stream);
+      break;
+    }
+    case OpKind::Copy: {
+      const Tensor& x = a[0]->to_tensor();
+      const Tensor& o = a[a.size() - 1]->to_tensor();
+      ET_CHECK_OR_RETURN(x.nbytes() == o.nbytes(), Error::InvalidArgument, "%s: %s sizes differ", kCudaBackendName, name);
+      status = cudaMemcpyAsync(o.mutable_data_ptr(), x.const_data_ptr(), x.nbytes(), cudaMemcpyDeviceToDevice, stream);
+      break;
+    }
+    case OpKind::Permute: {
+      ET_CHECK_OR_RETURN(a.size() == 3 && a[1]->is_int_list(), Error::InvalidArgument, "%s: %s arguments",
+                         kCudaBackendName, name);
+      const Tensor& x = a[0]->to_tensor();
+      const Tensor& o = a[2]->to_tensor();
+      const auto dims = a[1]->to_int_list();
+      ET_CHECK_OR_RETURN(static_cast<int>(dims.size()) == x.dim() && o.dim() == x.dim() && x.dim() <= kMaxOpDims,
+                         Error::InvalidArgument, "%s: %s dims", kCudaBackendName, name);
+      int64_t strides[kMaxOpDims];
+      for (int d = 0; d < x.dim(); ++d) {
+        const int64_t p = dims[d] < 0 ? dims[d] + x.dim() : dims[d];
+        ET_CHECK_OR_RETURN(p >= 0 && p < x.dim() && o.size(d) == x.size(static_cast<int>(p)), Error::InvalidArgument,
+                           "%s: %s dims", kCudaBackendName, name);
+        strides[d] = x.strides()[p];
+      }
+      status = launch_strided_copy(x.const_data_ptr(), o.mutable_data_ptr(), o.dim(), o.sizes(), strides, o.numel(),
+                                   static_cast<int>(o.element_size()), stream);
+      break;
+    }
+  }
+  return ecuda::to_error(status, name);
+}
 
 class CudaBackend final : public runtime::BackendInterface {
  public:
@@ -19,31 +265,125 @@ class CudaBackend final : public runtime::BackendInterface {
     return cudaGetDeviceCount(&devices) == cudaSuccess && devices > 0;
   }
 
-  runtime::Result<runtime::DelegateHandle*> init(runtime::Span<const uint8_t> /*processed*/,
-                                                 runtime::Span<const runtime::CompileSpec> /*specs*/) const override {
+  runtime::Result<runtime::DelegateHandle*> init(Span<const uint8_t> processed,
+                                                 Span<const runtime::CompileSpec> /*specs*/) const override {
     if (!is_available()) {
-      return ET_ERROR(runtime::Error::DelegateInvalidCompatibility, "%s: no usable CUDA device", kCudaBackendName);
+      return ET_ERROR(Error::DelegateInvalidCompatibility, "%s: no usable CUDA device", kCudaBackendName);
     }
-    // The delegate payload format (subgraph, constants, device memory plan) is not built yet.
-    return ET_ERROR(runtime::Error::NotImplemented, "%s cannot execute delegate payloads yet", kCudaBackendName);
+    auto d = std::unique_ptr<Delegate>(new (std::nothrow) Delegate());
+    if (!d) return ET_ERROR(Error::MemoryAllocationFailed, "%s: out of host memory", kCudaBackendName);
+    // The payload is a program of its own; loading it runs every check a .pte gets.
+    auto loader = runtime::OwnedBufferDataLoader::copy_of(processed.data(), processed.size());
+    ET_TRY(loader);
+    auto program = runtime::Program::load(std::move(loader.get()));
+    if (!program.ok()) return ET_ERROR(program.error(), "%s payload: %s", kCudaBackendName, runtime::last_error_message());
+    d->program = std::move(program.get());
+    const char* method_name = d->program->method_name(0);
+    auto sizes = d->program->planned_buffer_sizes(method_name);
+    ET_TRY(sizes);
+    for (uint64_t bytes : sizes.get()) {
+      DeviceBuffer b;
+      ET_TRY(ecuda::to_error(cudaMalloc(&b.ptr, bytes ? bytes : 1), "CudaBackend: planned device memory"));
+      d->spans.emplace_back(static_cast<uint8_t*>(b.ptr), static_cast<size_t>(bytes));
+      d->buffers.push_back(std::move(b));
+    }
+    d->memory = std::make_unique<runtime::MemoryManager>(Span<Span<uint8_t>>(d->spans.data(), d->spans.size()));
+    auto method = d->program->load_method(method_name, d->memory.get());
+    if (!method.ok()) return ET_ERROR(method.error(), "%s payload: %s", kCudaBackendName, runtime::last_error_message());
+    d->method = std::move(method.get());
+    runtime::Method& m = *d->method;
+    // Constants go to the device once; every tensor then lives there.
+    for (size_t i = 0; i < m.num_values(); ++i) {
+      if (!m.value(i).is_tensor()) continue;
+      Tensor& t = m.value(i).to_tensor();
+      if (m.value_memory(i) == runtime::Method::Memory::Constant) {
+        DeviceBuffer b;
+        ET_TRY(ecuda::to_error(cudaMalloc(&b.ptr, t.nbytes() ? t.nbytes() : 1), "CudaBackend: constant upload"));
+        ET_TRY(ecuda::to_error(cudaMemcpy(b.ptr, t.const_data_ptr(), t.nbytes(), cudaMemcpyHostToDevice),
+                               "CudaBackend: constant upload"));
+        t.set_data(b.ptr);
+        d->constants.push_back(std::move(b));
+      }
+      t.set_device({runtime::DeviceType::CUDA, 0});
+    }
+    for (size_t k = 0; k < m.num_instructions(); ++k) {
+      const char* name = m.instruction_operator(k);
+      ET_CHECK_OR_RETURN(name != nullptr, Error::NotSupported, "%s: instruction %zu is not a kernel call",
+                         kCudaBackendName, k);
+      Op op{};
+      ET_CHECK_OR_RETURN(classify(name, &op), Error::NotSupported, "%s does not implement %s", kCudaBackendName, name);
+      op.args = m.instruction_args(k);
+      op.name = name;
+      if (op.kind == OpKind::Addmm || op.kind == OpKind::Mm) {
+        const size_t expected = op.kind == OpKind::Addmm ? 6 : 3;
+        ET_CHECK_OR_RETURN(op.args.size() == expected && op.args[0]->is_tensor(), Error::InvalidProgram,
+                           "%s: %s has %zu arguments", kCudaBackendName, name, op.args.size());
+        const std::vector<size_t> tensors = op.kind == OpKind::Addmm ? std::vector<size_t>{0, 1, 2, 5}
+                                                                      : std::vector<size_t>{0, 1, 2};
+        for (size_t t : tensors) {
+          ET_TRY(check_float(op.args[t], name, t));
+          op.shim.emplace_back();
+          ET_TRY(shim_view(op.args[t], &op.shim.back()));
+        }
+      }
+      d->ops.push_back(std::move(op));
+    }
+    ET_TRY(ecuda::to_error(cudaStreamCreateWithFlags(&d->own_stream, cudaStreamNonBlocking), "CudaBackend: stream"));
+    return static_cast<runtime::DelegateHandle*>(d.release());
   }
 
-  runtime::Error execute(runtime::DelegateHandle* /*handle*/, runtime::Span<runtime::EValue*> /*args*/) const override {
-    return ET_ERROR(runtime::Error::NotImplemented, "%s cannot execute delegate payloads yet", kCudaBackendName);
+  Error execute(runtime::DelegateHandle* handle, Span<EValue*> args) const override {
+    auto* d = static_cast<Delegate*>(handle);
+    runtime::Method& m = *d->method;
+    const size_t n_in = m.num_inputs(), n_out = m.num_outputs();
+    ET_CHECK_OR_RETURN(args.size() == n_in + n_out, Error::InvalidArgument, "%s: %zu arguments, expected %zu",
+                       kCudaBackendName, args.size(), n_in + n_out);
+    // The caller's stream when it set one (StreamGuard), else the delegate's own.
+    const auto caller = ecuda::current_stream();
+    const cudaStream_t stream = caller ? *caller : d->own_stream;
+    for (size_t i = 0; i < n_in; ++i) {
+      ET_CHECK_OR_RETURN(args[i]->is_tensor() && m.input(i).is_tensor(), Error::InvalidArgument,
+                         "%s: input %zu must be a tensor", kCudaBackendName, i);
+      const Tensor& src = args[i]->to_tensor();
+      const Tensor& dst = m.input(i).to_tensor();
+      ET_CHECK_OR_RETURN(src.scalar_type() == dst.scalar_type() && src.nbytes() == dst.nbytes(), Error::InvalidArgument,
+                         "%s: input %zu has another dtype or size than the delegate was exported with", kCudaBackendName, i);
+      // Host or device memory alike: a tensor whose data is already on the GPU is copied on-device.
+      ET_TRY(ecuda::to_error(cudaMemcpyAsync(dst.mutable_data_ptr(), src.const_data_ptr(), src.nbytes(), cudaMemcpyDefault,
+                                             stream), "CudaBackend: input copy"));
+    }
+    {
+      ecuda::StreamGuard on_stream(stream);  // the shims run on the current stream
+      for (const Op& op : d->ops) ET_TRY(run(op, stream));
+    }
+    bool to_host = false;
+    for (size_t i = 0; i < n_out; ++i) {
+      const Tensor& src = m.get_output(i).to_tensor();
+      ET_CHECK_OR_RETURN(args[n_in + i]->is_tensor(), Error::InvalidArgument, "%s: output %zu must be a tensor",
+                         kCudaBackendName, i);
+      const Tensor& dst = args[n_in + i]->to_tensor();
+      ET_CHECK_OR_RETURN(dst.nbytes() == src.nbytes(), Error::InvalidArgument, "%s: output %zu size differs",
+                         kCudaBackendName, i);
+      to_host |= !dst.is_cuda();
+      ET_TRY(ecuda::to_error(cudaMemcpyAsync(dst.mutable_data_ptr(), src.const_data_ptr(), src.nbytes(), cudaMemcpyDefault,
+                                             stream), "CudaBackend: output copy"));
+    }
+    // Host outputs are read as soon as execute returns; device outputs follow the stream's order.
+    if (to_host || !caller) ET_TRY(ecuda::to_error(cudaStreamSynchronize(stream), "CudaBackend: synchronize"));
+    return Error::Ok;
   }
 
-  void destroy(runtime::DelegateHandle* /*handle*/) const override {}
+  void destroy(runtime::DelegateHandle* handle) const override { delete static_cast<Delegate*>(handle); }
 };
 
 // Registers at load time: linking (or dlopen-ing) this library is all a program has to do.
 // Consumers keep the library in DT_NEEDED (--no-as-needed) so that this runs.
 const bool registered = [] {
-  const runtime::Error error = runtime::register_backend({kCudaBackendName, &cuda_backend()});
-  if (error != runtime::Error::Ok) {
-    std::fprintf(stderr, "executorch: registering %s failed: %s\n", kCudaBackendName,
-                 runtime::to_string(error));
+  const Error error = runtime::register_backend({kCudaBackendName, &cuda_backend()});
+  if (error != Error::Ok) {
+    std::fprintf(stderr, "executorch: registering %s failed: %s\n", kCudaBackendName, runtime::to_string(error));
   }
-  return error == runtime::Error::Ok;
+  return error == Error::Ok;
 }();
 
 }  // namespace

@@ -257,7 +257,7 @@ def _lower(ep: torch.export.ExportedProgram, name: str, supported: set[str]) -> 
                 env[node] = outs
             else:
                 raise ExportError(f"{where} ({full}): outputs of type {type(meta).__name__} are not supported")
-            low.plan.instructions.append(KernelCall(op_index, args + outs))
+            low.plan.instructions.append(KernelCall(op_index, args + outs, len(outs)))
             step += 1
         elif node.op == "output":
             results = node.args[0]
@@ -290,8 +290,15 @@ def export(
     *,
     method_name: str = "forward",
     metadata: dict[str, str] | None = None,
+    backend: str | None = None,
 ) -> bytes:
-    """The .pte bytes of `module` traced with `example_inputs` (shapes are fixed to theirs)."""
+    """The .pte bytes of `module` traced with `example_inputs` (shapes are fixed to theirs).
+
+    backend="cuda" delegates every run of operators CudaBackend implements (float32) to it; the
+    rest stays with the CPU kernels. Such a program needs a CUDA device where it is loaded.
+    """
+    if backend not in (None, "cpu", "cuda"):
+        raise ExportError(f"unknown backend {backend!r}: use None (CPU) or 'cuda'")
     module = module.eval()
     with torch.no_grad():
         try:
@@ -300,5 +307,10 @@ def export(
             raise ExportError(f"torch.export could not capture the module: {e}") from e
         ep = ep.run_decompositions()
     plan_, constants = _lower(ep, method_name, set(supported_operators()))
+    segments = [constants]
     meta = {"producer": "executorch.export", "torch_version": torch.__version__, **(metadata or {})}
-    return serialize(ProgramSpec(plans=[plan_], segments=[constants], metadata=meta))
+    if backend == "cuda":
+        from executorch.export._partition import delegate_to_cuda
+
+        meta["cuda_delegate_calls"] = str(delegate_to_cuda(plan_, constants, segments))
+    return serialize(ProgramSpec(plans=[plan_], segments=segments, metadata=meta))

@@ -47,6 +47,7 @@ class Value:
 class KernelCall:
     op_index: int
     args: list[int]
+    num_outputs: int = 1  # the last num_outputs args are outputs (for the exporter; not stored)
 
 
 @dataclass

@@ -1,0 +1,42 @@
+#pragma once
+
+#include <cstdint>
+
+#include <cuda_runtime_api.h>
+
+namespace executorch {
+namespace backends {
+namespace cuda {
+
+constexpr int kMaxOpDims = 8;
+
+// Shapes and element strides of a broadcast operand, padded to the output's rank (stride 0 where
+// the operand is broadcast).
+struct Broadcast {
+  int dim;
+  int64_t out_sizes[kMaxOpDims];
+  int64_t a_strides[kMaxOpDims];
+  int64_t b_strides[kMaxOpDims];
+};
+
+enum class Unary { Relu, Silu, Gelu, GeluTanh, Sigmoid, Tanh, Neg, Exp, Rsqrt };
+enum class Binary { Add, Sub, Mul, Div };
+
+// float32 kernels on `stream`; each returns the launch status.
+cudaError_t launch_unary(Unary op, const float* x, float* y, int64_t n, cudaStream_t stream);
+// out = a (op) alpha * b with broadcasting; b may be null (then `scalar` is used).
+cudaError_t launch_binary(Binary op, const float* a, const float* b, float scalar, float alpha, float* out,
+                          int64_t n, const Broadcast& shape, cudaStream_t stream);
+// Softmax (or log-softmax) over the last dimension of rows x cols.
+cudaError_t launch_softmax(const float* x, float* y, int64_t rows, int64_t cols, bool log, cudaStream_t stream);
+// Layer norm over the last `cols` elements of each row, optional weight and bias.
+cudaError_t launch_layer_norm(const float* x, const float* weight, const float* bias, float eps, float* y,
+                              float* mean, float* rstd, int64_t rows, int64_t cols, cudaStream_t stream);
+// out[i] = in[sum_d idx_d(i) * in_strides[d]] for a contiguous out of shape out_sizes (any dtype
+// of `element_size` bytes: 1, 2, 4 or 8).
+cudaError_t launch_strided_copy(const void* in, void* out, int dim, const int64_t* out_sizes,
+                                const int64_t* in_strides, int64_t n, int element_size, cudaStream_t stream);
+
+}  // namespace cuda
+}  // namespace backends
+}  // namespace executorch

@@ -1,0 +1,188 @@
+"""Delegation to the CUDA backend: moves runs of supported instructions into CudaBackend calls.
+
+Each maximal run of consecutive instructions that CudaBackend implements becomes one DelegateCall;
+its payload is a program of its own (the same .pte format: the run's values, constants and memory
+plan). What the backend cannot run stays with the CPU kernels. Method inputs read only by delegate
+calls are left unplanned, so a caller's tensor (host or device memory) is handed to the delegate
+without a copy on the CPU side; such inputs are marked as device tensors in the program.
+"""
+
+from __future__ import annotations
+
+from executorch.export._planner import Allocation, plan
+from executorch.serialization.pte import Delegate, DelegateCall, KernelCall, Plan, ProgramSpec, TensorSpec, Value, serialize
+
+BACKEND_ID = "CudaBackend"
+FLOAT32 = 6
+
+# What backends/cuda/runtime/cuda_backend.cpp (classify) implements, float32 only.
+CUDA_OPERATORS = {
+    "aten::relu", "aten::silu", "aten::sigmoid", "aten::tanh", "aten::neg", "aten::exp", "aten::rsqrt", "aten::gelu",
+    "aten::add.Tensor", "aten::sub.Tensor", "aten::mul.Tensor", "aten::div.Tensor", "aten::mul.Scalar",
+    "aten::add.Scalar", "aten::addmm", "aten::mm", "aten::_softmax", "aten::_log_softmax", "aten::native_layer_norm",
+    "aten::view", "aten::_unsafe_view", "aten::clone", "aten::unsqueeze", "aten::squeeze.dims", "aten::squeeze.dim",
+    "aten::permute",
+}
+MAX_DIMS = 8
+
+
+def _op_name(p: Plan, ins: KernelCall) -> str:
+    name, overload = p.operators[ins.op_index]
+    return f"{name}.{overload}" if overload else name
+
+
+def _tensor_args(p: Plan, args: list[int]) -> list[TensorSpec]:
+    out = []
+    for a in args:
+        v = p.values[a]
+        if v.kind == "tensor":
+            out.append(v.payload)
+        elif v.kind == "tensor_list":
+            out += [p.values[i].payload for i in v.payload]
+    return out
+
+
+def supported(p: Plan, ins: KernelCall) -> bool:
+    if not isinstance(ins, KernelCall):
+        return False
+    name = _op_name(p, ins)
+    if name not in CUDA_OPERATORS:
+        return False
+    tensors = _tensor_args(p, ins.args)
+    if any(t.dtype != FLOAT32 or len(t.sizes) > MAX_DIMS for t in tensors):
+        return False
+    if name in ("aten::_softmax", "aten::_log_softmax"):
+        rank = len(p.values[ins.args[0]].payload.sizes)
+        dim = p.values[ins.args[1]].payload
+        return dim in (-1, rank - 1)
+    if name.startswith(("aten::add", "aten::sub", "aten::mul", "aten::div")):
+        other = p.values[ins.args[1]]
+        return other.kind in ("tensor", "int", "double")
+    return True
+
+
+def _runs(p: Plan) -> list[tuple[int, int]]:
+    runs, start = [], None
+    for k, ins in enumerate(p.instructions):
+        if supported(p, ins):
+            start = k if start is None else start
+        elif start is not None:
+            runs.append((start, k))
+            start = None
+    if start is not None:
+        runs.append((start, len(p.instructions)))
+    return runs
+
+
+def _subprogram(p: Plan, constants: bytes, lo: int, hi: int) -> tuple[bytes, list[int], list[int]]:
+    """The .pte of instructions [lo, hi) of `p`, and its inputs and outputs as indices of `p`."""
+    body = p.instructions[lo:hi]
+    defined: set[int] = set()
+    for ins in body:
+        defined.update(ins.args[len(ins.args) - ins.num_outputs:])
+    used_later = set(p.outputs)
+    for ins in p.instructions[hi:]:
+        for a in ins.args:
+            used_later.add(a)
+            if p.values[a].kind == "tensor_list":
+                used_later.update(p.values[a].payload)
+    inputs, seen = [], set()
+    for ins in body:
+        for a in ins.args[: len(ins.args) - ins.num_outputs]:
+            for t in ([a] if p.values[a].kind != "tensor_list" else p.values[a].payload):
+                v = p.values[t]
+                if v.kind == "tensor" and v.payload.data_segment < 0 and t not in defined and t not in seen:
+                    inputs.append(t)
+                    seen.add(t)
+    outputs = [t for ins in body for t in ins.args[len(ins.args) - ins.num_outputs:] if t in used_later]
+
+    sub = Plan(name="forward", operators=[])
+    index: dict[int, int] = {}
+    blob = bytearray()
+    lifetimes: dict[int, Allocation] = {}
+
+    def copy(i: int, step: int) -> int:
+        if i in index:
+            new = index[i]
+            if new in lifetimes:
+                lifetimes[new].last_use = max(lifetimes[new].last_use, step)
+            return new
+        v = p.values[i]
+        if v.kind == "tensor":
+            t: TensorSpec = v.payload
+            nbytes = _nbytes(t)
+            if t.data_segment >= 0:
+                offset = (len(blob) + 15) // 16 * 16
+                blob.extend(b"\0" * (offset - len(blob)))
+                blob.extend(constants[t.data_offset:t.data_offset + nbytes])
+                spec = TensorSpec(dtype=t.dtype, sizes=list(t.sizes), data_segment=0, data_offset=offset)
+            else:
+                spec = TensorSpec(dtype=t.dtype, sizes=list(t.sizes), mem_id=0)
+            sub.values.append(Value("tensor", spec))
+            new = len(sub.values) - 1
+            if t.data_segment < 0:
+                lifetimes[new] = Allocation(size=nbytes, first_use=step, last_use=step)
+        elif v.kind == "tensor_list":
+            items = [copy(j, step) for j in v.payload]
+            sub.values.append(Value("tensor_list", items))
+            new = len(sub.values) - 1
+        else:
+            sub.values.append(Value(v.kind, v.payload))
+            new = len(sub.values) - 1
+        index[i] = new
+        return new
+
+    sub.inputs = [copy(i, -1) for i in inputs]
+    op_index: dict[tuple[str, str], int] = {}
+    for step, ins in enumerate(body):
+        key = p.operators[ins.op_index]
+        if key not in op_index:
+            op_index[key] = len(sub.operators)
+            sub.operators.append(key)
+        sub.instructions.append(KernelCall(op_index[key], [copy(a, step) for a in ins.args], ins.num_outputs))
+    sub.outputs = [index[o] for o in outputs]
+    for i in sub.inputs + sub.outputs:
+        lifetimes[i].first_use, lifetimes[i].last_use = -1, len(body)
+    size = plan(list(lifetimes.values()))
+    for i, a in lifetimes.items():
+        sub.values[i].payload.mem_offset = a.offset
+    sub.buffer_sizes = [size]
+    payload = serialize(ProgramSpec(plans=[sub], segments=[bytes(blob)], metadata={"producer": "executorch.export",
+                                                                                    "backend": BACKEND_ID}))
+    return payload, inputs, outputs
+
+
+def _nbytes(t: TensorSpec) -> int:
+    size = {0: 1, 1: 1, 2: 2, 3: 4, 4: 8, 5: 2, 6: 4, 7: 8, 11: 1, 15: 2}[t.dtype]
+    for s in t.sizes:
+        size *= s
+    return size
+
+
+def delegate_to_cuda(p: Plan, constants: bytes, segments: list[bytes]) -> int:
+    """Rewrites `p` in place; appends payloads to `segments`. Returns the number of delegate calls."""
+    runs = _runs(p)
+    if not runs:
+        return 0
+    new_instructions = []
+    previous = 0
+    for lo, hi in runs:
+        new_instructions += p.instructions[previous:lo]
+        payload, inputs, outputs = _subprogram(p, constants, lo, hi)
+        segments.append(payload)
+        p.delegates.append(Delegate(backend_id=BACKEND_ID, segment=len(segments) - 1))
+        new_instructions.append(DelegateCall(len(p.delegates) - 1, inputs + outputs))
+        previous = hi
+    new_instructions += p.instructions[previous:]
+    p.instructions = new_instructions
+    # Inputs only delegates read are handed over as they are (host or device memory).
+    readers: dict[int, list] = {}
+    for ins in p.instructions:
+        for a in ins.args:
+            readers.setdefault(a, []).append(ins)
+    for i in p.inputs:
+        users = readers.get(i, [])
+        if users and all(isinstance(u, DelegateCall) for u in users) and i not in p.outputs:
+            spec: TensorSpec = p.values[i].payload
+            spec.mem_id, spec.mem_offset, spec.device = -1, 0, 1
+    return len(runs)

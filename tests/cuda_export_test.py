@@ -1,0 +1,71 @@
+"""export(..., backend="cuda") on a machine without a GPU: the program's structure, the delegate
+payloads (programs of their own, checked here on the CPU runtime) and the error when loading it
+where CudaBackend is not available. tools/gpu/verify.sh runs the same programs on a GPU."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+
+from tests.flags import env_flag, preload_cuda_runtime
+
+torch = pytest.importorskip("torch", reason="torch is not installed in the test interpreter")
+preload_cuda_runtime()
+
+from executorch.export import _export, _partition, export  # noqa: E402
+from executorch.runtime import ExecutorchError, Runtime  # noqa: E402
+from tests.models.zoo import MODELS  # noqa: E402
+
+
+def lowered(name: str):
+    model, example = MODELS[name]()
+    ep = torch.export.export(model, example).run_decompositions()
+    plan, constants = _export._lower(ep, "forward", set(_export.supported_operators()))
+    return model, example, plan, constants
+
+
+@pytest.mark.parametrize("name", sorted(MODELS))
+def test_every_payload_is_a_program_the_runtime_loads_and_runs(name: str) -> None:
+    """Each delegated run is a valid program of its own whose inputs and outputs are the tensors
+    crossing the run's boundary; it loads and runs on the CPU runtime (its numbers are compared
+    with torch on a GPU by tools/gpu/verify.sh)."""
+    model, example, plan, constants = lowered(name)
+    runs = _partition._runs(plan)
+    assert runs, f"{name}: nothing to delegate"
+    rng = np.random.default_rng(0)
+    for lo, hi in runs:
+        payload, inputs, outputs = _partition._subprogram(plan, constants, lo, hi)
+        assert outputs, f"run {lo}:{hi} produces nothing used later"
+        method = Runtime.get().load_program(payload).load_method()
+        assert method.num_inputs == len(inputs) and method.num_outputs == len(outputs)
+        for (dtype, shape), i in zip(method.input_meta(), inputs):
+            assert dtype == "float32" and shape == plan.values[i].payload.sizes
+        # Positive inputs keep rsqrt, log and division inside their domains.
+        arrays = [rng.uniform(0.5, 1.5, shape).astype(np.float32) for _, shape in method.input_meta()]
+        # (-inf is legitimate: causal masks cross run boundaries; NaN never is.)
+        assert not any(np.isnan(o).any() for o in method.execute(arrays))
+
+
+def test_mlp_is_one_delegate_call_with_its_input_handed_over() -> None:
+    model, example = MODELS["mlp"]()
+    program = Runtime.get().load_program(export(model, example, backend="cuda"))
+    assert program.metadata("cuda_delegate_calls") == "1"
+
+
+def test_loading_without_a_gpu_names_the_backend() -> None:
+    model, example = MODELS["cnn"]()
+    program = Runtime.get().load_program(export(model, example, backend="cuda"))
+    if env_flag("EXECUTORCH_CUDA") and Runtime.get().is_available("CudaBackend"):
+        pytest.skip("this machine has a usable GPU")
+    with pytest.raises(ExecutorchError, match="backend 'CudaBackend'"):
+        program.load_method()
+
+
+def test_unknown_backend_is_an_error() -> None:
+    from executorch.export import ExportError
+
+    model, example = MODELS["mlp"]()
+    with pytest.raises(ExportError, match="unknown backend 'tpu'"):
+        export(model, example, backend="tpu")
