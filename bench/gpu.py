@@ -11,28 +11,16 @@ model and weights on the GPU, inputs already on the device, synchronized after e
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
-import time
 from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # tests.models
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # tests.models, bench.timing
 from executorch.export import export  # noqa: E402
 from executorch.runtime import Runtime  # noqa: E402
+from bench.timing import median_ms  # noqa: E402
 from tests.models.zoo import MODELS  # noqa: E402
-
-
-def median_ms(fn, repeat: int, warmup: int = 10) -> float:
-    for _ in range(warmup):
-        fn()
-    times = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        fn()
-        times.append((time.perf_counter() - start) * 1e3)
-    return statistics.median(times)
 
 
 def main() -> int:
