@@ -13,6 +13,8 @@
 # compares with the expected output; builds the CMake application against the installed wheel and
 # runs it; runs each test binary against the installed CUDA runtime.
 set -euo pipefail
+# The architectures the build claims (--cuda_archs default); cuobjdump must list exactly these.
+EXPECTED_ARCHS=${EXPECTED_ARCHS-"sm_75 sm_80 sm_86 sm_89 sm_90 compute_90"}
 art=$(cd "${1:?usage: verify.sh ARTIFACTS}" && pwd)
 python=${PYTHON:-python3}
 work=$(mktemp -d)
@@ -110,6 +112,14 @@ if [[ -d $art/cmake_cuda ]]; then
     compare "$work/gpu_app/$name.out" "$art/models/$name.expected.bin"
   done
 fi
+
+echo "== GPU code in the shipped libraries (cuobjdump): real code and PTX per architecture"
+for lib in "$site/executorch/lib/libexecutorch_cuda_backend.so.1" "$site/executorch/backends/cuda/libaoti_cuda_shims.so"; do
+  sass=$(cuobjdump --list-elf "$lib" | grep -oE 'sm_[0-9]+' | sort -u | tr '\n' ' ')
+  ptx=$(cuobjdump --list-ptx "$lib" | grep -oE 'sm_[0-9]+' | sort -u | sed 's/sm_/compute_/' | tr '\n' ' ')
+  echo "   $(basename "$lib"): $sass$ptx"
+  [[ -n ${EXPECTED_ARCHS:-} && "$sass$ptx" != "$EXPECTED_ARCHS " ]] && { echo "   expected: $EXPECTED_ARCHS"; exit 1; }
+done
 
 cudart_dir=$site/nvidia/cu13/lib
 for t in "$art"/bin/*; do
