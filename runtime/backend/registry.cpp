@@ -1,7 +1,5 @@
-#include <cstring>
-#include <mutex>
-
 #include <executorch/runtime/backend/interface.h>
+#include "runtime/core/named_registry.h"
 
 namespace executorch {
 namespace runtime {
@@ -10,15 +8,10 @@ BackendInterface::~BackendInterface() = default;
 
 namespace {
 
-// The one registry of the process: it lives in libexecutorch.so.1 and nowhere else.
-struct Registry {
-  std::mutex mutex;
-  Backend entries[kMaxRegisteredBackends] = {};
-  size_t size = 0;
-};
-
-Registry& registry() {
-  static Registry instance;  // constructed on first use, so static initializers may register
+// The one backend registry of the process: it lives in libexecutorch.so.1 and nowhere else.
+// Constructed on first use, so static initializers of other libraries may register.
+internal::NamedRegistry<Backend, kMaxRegisteredBackends>& registry() {
+  static internal::NamedRegistry<Backend, kMaxRegisteredBackends> instance("backend");
   return instance;
 }
 
@@ -26,47 +19,19 @@ Registry& registry() {
 
 Error register_backend(const Backend& backend) {
   if (backend.name == nullptr || backend.backend == nullptr) {
-    return Error::InvalidArgument;
+    return set_error(Error::InvalidArgument, "backend with a null name or object");
   }
-  Registry& r = registry();
-  std::lock_guard<std::mutex> lock(r.mutex);
-  for (size_t i = 0; i < r.size; ++i) {
-    if (std::strcmp(r.entries[i].name, backend.name) == 0) {
-      return Error::RegistrationAlreadyRegistered;
-    }
-  }
-  if (r.size == kMaxRegisteredBackends) {
-    return Error::RegistrationExceedingMaxKernels;
-  }
-  r.entries[r.size++] = backend;
-  return Error::Ok;
+  return registry().add(backend);
 }
 
 BackendInterface* get_backend_class(const char* name) {
-  if (name == nullptr) {
-    return nullptr;
-  }
-  Registry& r = registry();
-  std::lock_guard<std::mutex> lock(r.mutex);
-  for (size_t i = 0; i < r.size; ++i) {
-    if (std::strcmp(r.entries[i].name, name) == 0) {
-      return r.entries[i].backend;
-    }
-  }
-  return nullptr;
+  Backend found{};
+  return name != nullptr && registry().find(name, &found) ? found.backend : nullptr;
 }
 
-size_t get_num_registered_backends() {
-  Registry& r = registry();
-  std::lock_guard<std::mutex> lock(r.mutex);
-  return r.size;
-}
+size_t get_num_registered_backends() { return registry().size(); }
 
-const char* get_backend_name(size_t index) {
-  Registry& r = registry();
-  std::lock_guard<std::mutex> lock(r.mutex);
-  return index < r.size ? r.entries[index].name : nullptr;
-}
+const char* get_backend_name(size_t index) { return registry().name_at(index); }
 
 }  // namespace runtime
 }  // namespace executorch
