@@ -2,6 +2,7 @@
 
 #include <cstdarg>
 #include <cstdio>
+#include <cstring>
 
 namespace executorch {
 namespace runtime {
@@ -12,10 +13,13 @@ thread_local char last_message[512] = "";
 const char* last_error_message() { return last_message; }
 
 Error set_error(Error error, const char* format, ...) {
+  // Formatted aside first: the arguments may include last_error_message() itself.
+  char message[sizeof(last_message)];
   va_list args;
   va_start(args, format);
-  std::vsnprintf(last_message, sizeof(last_message), format, args);
+  std::vsnprintf(message, sizeof(message), format, args);
   va_end(args);
+  std::memcpy(last_message, message, sizeof(message));
   return error;
 }
 

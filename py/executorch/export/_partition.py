@@ -159,8 +159,32 @@ def _nbytes(t: TensorSpec) -> int:
     return size
 
 
+def _drop_unused_constants(p: Plan, constants: bytes) -> bytes:
+    """The constant segment holding only what `p` still reads; offsets in `p` are updated."""
+    used: set[int] = set(p.outputs)
+    for ins in p.instructions:
+        for a in ins.args:
+            used.add(a)
+            if p.values[a].kind == "tensor_list":
+                used.update(p.values[a].payload)
+    blob = bytearray()
+    for i, v in enumerate(p.values):
+        if v.kind != "tensor" or v.payload.data_segment != 0:
+            continue
+        t: TensorSpec = v.payload
+        if i not in used:  # now read only inside a delegate: no data here
+            t.data_segment, t.data_offset = -1, 0
+            continue
+        offset = (len(blob) + 15) // 16 * 16
+        blob.extend(b"\0" * (offset - len(blob)))
+        blob.extend(constants[t.data_offset:t.data_offset + _nbytes(t)])
+        t.data_offset = offset
+    return bytes(blob)
+
+
 def delegate_to_cuda(p: Plan, constants: bytes, segments: list[bytes]) -> int:
-    """Rewrites `p` in place; appends payloads to `segments`. Returns the number of delegate calls."""
+    """Rewrites `p` in place; appends payloads to `segments` (segments[0], the constants, shrinks to
+    what the CPU part still reads). Returns the number of delegate calls."""
     runs = _runs(p)
     if not runs:
         return 0
@@ -175,6 +199,7 @@ def delegate_to_cuda(p: Plan, constants: bytes, segments: list[bytes]) -> int:
         previous = hi
     new_instructions += p.instructions[previous:]
     p.instructions = new_instructions
+    segments[0] = _drop_unused_constants(p, constants)
     # Inputs only delegates read are handed over as they are (host or device memory).
     readers: dict[int, list] = {}
     for ins in p.instructions:
