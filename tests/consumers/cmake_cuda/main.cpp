@@ -26,7 +26,7 @@ int main(int argc, char** argv) {
   for (std::string d; std::getline(dims, d, ',');) sizes.push_back(std::stoll(d));
 
   float* gpu_data = nullptr;
-  if (cudaMalloc(&gpu_data, bytes.size()) != cudaSuccess ||
+  if (cudaMalloc(reinterpret_cast<void**>(&gpu_data), bytes.size()) != cudaSuccess ||
       cudaMemcpy(gpu_data, bytes.data(), bytes.size(), cudaMemcpyHostToDevice) != cudaSuccess) {
     std::fprintf(stderr, "cannot place the input on the GPU\n");
     return 1;
