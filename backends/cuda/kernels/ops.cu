@@ -132,7 +132,126 @@ __global__ void strided_copy_kernel(const T* __restrict__ in, T* __restrict__ ou
   out[i] = in[off];
 }
 
+__global__ void im2col_kernel(const float* __restrict__ x, float* __restrict__ col, int64_t channels, int64_t h,
+                              int64_t w, int64_t kh, int64_t kw, int64_t sh, int64_t sw, int64_t ph, int64_t pw,
+                              int64_t dh, int64_t dw, int64_t oh, int64_t ow) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  const int64_t cols = oh * ow, total = channels * kh * kw * cols;
+  if (i >= total) return;
+  const int64_t r = i / cols, pix = i % cols;
+  const int64_t c = r / (kh * kw), ky = (r / kw) % kh, kx = r % kw;
+  const int64_t iy = (pix / ow) * sh - ph + ky * dh, ix = (pix % ow) * sw - pw + kx * dw;
+  col[i] = (iy >= 0 && iy < h && ix >= 0 && ix < w) ? x[(c * h + iy) * w + ix] : 0.f;
+}
+
+__global__ void channel_affine_kernel(const float* __restrict__ x, const float* __restrict__ scale,
+                                      const float* __restrict__ shift, float* __restrict__ y, int64_t c, int64_t inner,
+                                      int64_t total) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= total) return;
+  const int64_t ch = (i / inner) % c;
+  y[i] = x[i] * scale[ch] + shift[ch];
+}
+
+__global__ void fill_planes_kernel(const float* __restrict__ bias, float* __restrict__ y, int64_t channels,
+                                   int64_t inner, int64_t total) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i < total) y[i] = bias ? bias[(i / inner) % channels] : 0.f;
+}
+
+__global__ void pool2d_kernel(const float* __restrict__ x, float* __restrict__ y, int64_t* __restrict__ indices,
+                              bool is_max, int64_t h, int64_t w, int64_t oh, int64_t ow, int64_t kh, int64_t kw,
+                              int64_t sh, int64_t sw, int64_t ph, int64_t pw, int64_t dh, int64_t dw,
+                              bool include_pad, int64_t total) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= total) return;
+  const int64_t plane = i / (oh * ow), oy = (i / ow) % oh, ox = i % ow;
+  const float* xp = x + plane * h * w;
+  if (is_max) {
+    float best = -INFINITY;
+    int64_t best_i = -1;
+    for (int64_t ky = 0; ky < kh; ++ky) {
+      const int64_t iy = oy * sh - ph + ky * dh;
+      if (iy < 0 || iy >= h) continue;
+      for (int64_t kx = 0; kx < kw; ++kx) {
+        const int64_t ix = ox * sw - pw + kx * dw;
+        if (ix < 0 || ix >= w) continue;
+        const float v = xp[iy * w + ix];
+        if (best_i < 0 || v > best || v != v) best = v, best_i = iy * w + ix;
+      }
+    }
+    y[i] = best;
+    if (indices) indices[i] = best_i;
+    return;
+  }
+  const int64_t y0 = oy * sh - ph, x0 = ox * sw - pw;
+  const int64_t y1 = min(y0 + kh, h + ph), x1 = min(x0 + kw, w + pw);
+  const int64_t padded = (y1 - y0) * (x1 - x0);
+  const int64_t ya = max(y0, int64_t{0}), xa = max(x0, int64_t{0}), yb = min(y1, h), xb = min(x1, w);
+  float sum = 0.f;
+  for (int64_t iy = ya; iy < yb; ++iy)
+    for (int64_t ix = xa; ix < xb; ++ix) sum += xp[iy * w + ix];
+  const int64_t count = include_pad ? padded : (yb - ya) * (xb - xa);
+  y[i] = count > 0 ? sum / static_cast<float>(count) : 0.f;
+}
+
+__global__ void row_reduce_kernel(const float* __restrict__ x, float* __restrict__ y, int64_t cols, bool mean) {
+  __shared__ float shared[kThreads];
+  const float* xr = x + static_cast<int64_t>(blockIdx.x) * cols;
+  float sum = 0.f;
+  for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) sum += xr[j];
+  shared[threadIdx.x] = sum;
+  __syncthreads();
+  for (int s = blockDim.x / 2; s > 0; s /= 2) {
+    if (threadIdx.x < s) shared[threadIdx.x] += shared[threadIdx.x + s];
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) y[blockIdx.x] = mean ? shared[0] / static_cast<float>(cols) : shared[0];
+}
+
 }  // namespace
+
+cudaError_t launch_im2col(const float* x, float* col, int64_t channels, int64_t h, int64_t w, int64_t kh, int64_t kw,
+                          int64_t stride_h, int64_t stride_w, int64_t pad_h, int64_t pad_w, int64_t dil_h,
+                          int64_t dil_w, int64_t oh, int64_t ow, cudaStream_t stream) {
+  const int64_t total = channels * kh * kw * oh * ow;
+  if (total == 0) return cudaSuccess;
+  im2col_kernel<<<blocks_for(total), kThreads, 0, stream>>>(x, col, channels, h, w, kh, kw, stride_h, stride_w, pad_h,
+                                                             pad_w, dil_h, dil_w, oh, ow);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_channel_affine(const float* x, const float* scale, const float* shift, float* y, int64_t n,
+                                  int64_t c, int64_t inner, cudaStream_t stream) {
+  const int64_t total = n * c * inner;
+  if (total == 0) return cudaSuccess;
+  channel_affine_kernel<<<blocks_for(total), kThreads, 0, stream>>>(x, scale, shift, y, c, inner, total);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_fill_planes(const float* bias, float* y, int64_t planes, int64_t channels, int64_t inner,
+                               cudaStream_t stream) {
+  const int64_t total = planes * inner;
+  if (total == 0) return cudaSuccess;
+  fill_planes_kernel<<<blocks_for(total), kThreads, 0, stream>>>(bias, y, channels, inner, total);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_pool2d(const float* x, float* y, int64_t* indices, bool max, int64_t planes, int64_t h, int64_t w,
+                          int64_t oh, int64_t ow, int64_t kh, int64_t kw, int64_t sh, int64_t sw, int64_t ph,
+                          int64_t pw, int64_t dh, int64_t dw, bool count_include_pad, cudaStream_t stream) {
+  const int64_t total = planes * oh * ow;
+  if (total == 0) return cudaSuccess;
+  pool2d_kernel<<<blocks_for(total), kThreads, 0, stream>>>(x, y, indices, max, h, w, oh, ow, kh, kw, sh, sw, ph, pw,
+                                                             dh, dw, count_include_pad, total);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_row_reduce(const float* x, float* y, int64_t rows, int64_t cols, bool mean, cudaStream_t stream) {
+  if (rows == 0) return cudaSuccess;
+  row_reduce_kernel<<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(x, y, cols, mean);
+  return cudaGetLastError();
+}
 
 cudaError_t launch_unary(Unary op, const float* x, float* y, int64_t n, cudaStream_t stream) {
   if (n == 0) return cudaSuccess;

@@ -37,6 +37,23 @@ cudaError_t launch_layer_norm(const float* x, const float* weight, const float* 
 cudaError_t launch_strided_copy(const void* in, void* out, int dim, const int64_t* out_sizes,
                                 const int64_t* in_strides, int64_t n, int element_size, cudaStream_t stream);
 
+// 2-D convolution support: col[(c*kh + ky)*kw + kx, oy*ow + ox] for one image's channel group.
+cudaError_t launch_im2col(const float* x, float* col, int64_t channels, int64_t h, int64_t w, int64_t kh, int64_t kw,
+                          int64_t stride_h, int64_t stride_w, int64_t pad_h, int64_t pad_w, int64_t dil_h,
+                          int64_t dil_w, int64_t oh, int64_t ow, cudaStream_t stream);
+// y[n, c, ...] = x * scale[c] + shift[c], with `inner` elements per (n, c).
+cudaError_t launch_channel_affine(const float* x, const float* scale, const float* shift, float* y, int64_t n,
+                                  int64_t c, int64_t inner, cudaStream_t stream);
+// y[p, i] = bias[p % channels] for planes p (convolution bias); bias may be null (zeros).
+cudaError_t launch_fill_planes(const float* bias, float* y, int64_t planes, int64_t channels, int64_t inner,
+                               cudaStream_t stream);
+// Max (with flat indices) or average pooling over planes of h x w into oh x ow.
+cudaError_t launch_pool2d(const float* x, float* y, int64_t* indices, bool max, int64_t planes, int64_t h, int64_t w,
+                          int64_t oh, int64_t ow, int64_t kh, int64_t kw, int64_t sh, int64_t sw, int64_t ph,
+                          int64_t pw, int64_t dh, int64_t dw, bool count_include_pad, cudaStream_t stream);
+// y[r] = mean (or sum) of the `cols` contiguous elements of row r.
+cudaError_t launch_row_reduce(const float* x, float* y, int64_t rows, int64_t cols, bool mean, cudaStream_t stream);
+
 }  // namespace cuda
 }  // namespace backends
 }  // namespace executorch

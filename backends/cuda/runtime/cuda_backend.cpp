@@ -1,5 +1,6 @@
 #include <executorch/backends/cuda/runtime/cuda_backend.h>
 
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <memory>
@@ -40,7 +41,9 @@ struct DeviceBuffer {
   }
 };
 
-enum class OpKind { Addmm, Mm, Unary, Binary, Softmax, LogSoftmax, LayerNorm, Copy, Permute };
+enum class OpKind {
+  Addmm, Mm, Unary, Binary, Softmax, LogSoftmax, LayerNorm, Copy, Permute, Conv, BatchNorm, MaxPool, AvgPool, Mean
+};
 
 // Tensor handles of the shim library (matrix products run through aoti_torch_cuda_*), freed with
 // the op.
@@ -61,8 +64,16 @@ struct Op {
   Binary binary = Binary::Add;
   Span<EValue*> args;
   std::string name;
-  std::vector<ShimTensor> shim;  // addmm: bias, mat1, mat2, out; mm: mat1, mat2, out
+  std::vector<ShimTensor> shim;  // addmm: bias, mat1, mat2, out; mm: mat1, mat2, out; conv: see prepare_conv
+  std::vector<DeviceBuffer> scratch;  // conv: im2col buffer; batch norm: scale and shift
+  int64_t ints[16] = {};              // parsed integer arguments (conv, pools)
 };
+
+int64_t pair_value(const EValue* v, int i, int64_t fallback) {
+  if (!v->is_int_list() || v->to_int_list().size() == 0) return fallback;
+  const auto l = v->to_int_list();
+  return l.size() == 1 ? l[0] : l[static_cast<size_t>(i)];
+}
 
 // A shim view of a device tensor of the sub-program (its memory never moves after init).
 Error shim_view(EValue* v, ShimTensor* out) {
@@ -120,6 +131,11 @@ bool classify(const std::string& name, Op* op) {
     return op->kind = OpKind::Copy, true;
   }
   if (name == "aten::permute") return op->kind = OpKind::Permute, true;
+  if (name == "aten::convolution") return op->kind = OpKind::Conv, true;
+  if (name == "aten::_native_batch_norm_legit_no_training") return op->kind = OpKind::BatchNorm, true;
+  if (name == "aten::max_pool2d_with_indices") return op->kind = OpKind::MaxPool, true;
+  if (name == "aten::avg_pool2d") return op->kind = OpKind::AvgPool, true;
+  if (name == "aten::mean.dim") return op->kind = OpKind::Mean, true;
   return false;
 }
 
@@ -130,6 +146,75 @@ Error check_float(const EValue* v, const char* op, size_t i) {
 }
 
 float* fp(EValue* v) { return v->to_tensor().data_ptr<float>(); }
+
+// Convolution as im2col + one GEMM per (image, group) through the shim library. ints: n, c, h, w,
+// oc, kh, kw, stride h/w, pad h/w, dil h/w, groups, oh, ow. shim: weight of each group, the col
+// buffer, then out of each (image, group).
+Error prepare_conv(Op& op) {
+  const auto& a = op.args;
+  ET_CHECK_OR_RETURN(a.size() == 10 && a[0]->is_tensor() && a[1]->is_tensor() && a[9]->is_tensor() &&
+                         !a[6]->scalar_as_double(),
+                     Error::NotSupported, "%s: only 2-D, non-transposed convolution", kCudaBackendName);
+  const Tensor &x = a[0]->to_tensor(), &wt = a[1]->to_tensor(), &o = a[9]->to_tensor();
+  ET_CHECK_OR_RETURN(x.dim() == 4 && wt.dim() == 4 && o.dim() == 4, Error::NotSupported, "%s: conv needs 4-D tensors",
+                     kCudaBackendName);
+  int64_t* v = op.ints;
+  v[0] = x.size(0), v[1] = x.size(1), v[2] = x.size(2), v[3] = x.size(3), v[4] = wt.size(0), v[5] = wt.size(2),
+  v[6] = wt.size(3);
+  for (int i = 0; i < 2; ++i) {
+    v[7 + i] = pair_value(a[3], i, 1);
+    v[9 + i] = pair_value(a[4], i, 0);
+    v[11 + i] = pair_value(a[5], i, 1);
+  }
+  v[13] = a[8]->to_int(), v[14] = o.size(2), v[15] = o.size(3);
+  const int64_t groups = v[13], cg = v[1] / groups, ocg = v[4] / groups, k = cg * v[5] * v[6], hw = v[14] * v[15];
+  ET_CHECK_OR_RETURN(groups > 0 && v[1] % groups == 0 && v[4] % groups == 0 && wt.size(1) == cg && o.size(1) == v[4],
+                     Error::InvalidArgument, "%s: conv channels do not split into groups", kCudaBackendName);
+  op.scratch.emplace_back();
+  ET_TRY(ecuda::to_error(cudaMalloc(&op.scratch.back().ptr, static_cast<size_t>(k * hw) * sizeof(float) + 4),
+                         "CudaBackend: convolution scratch"));
+  auto view = [&](void* data, int64_t rows, int64_t cols) -> Error {
+    const int64_t sizes[2] = {rows, cols};
+    op.shim.emplace_back();
+    if (aoti_torch_create_tensor_from_blob_v2(data, 2, sizes, nullptr, 0, aoti_torch_dtype_float32(),
+                                              aoti_torch_device_type_cuda(), 0, &op.shim.back().handle,
+                                              aoti_torch_layout_strided(), nullptr, 0) != AOTI_TORCH_SUCCESS) {
+      return ET_ERROR(Error::Internal, "%s: %s", kCudaBackendName, runtime::last_error_message());
+    }
+    return Error::Ok;
+  };
+  for (int64_t g = 0; g < groups; ++g) ET_TRY(view(fp(a[1]) + g * ocg * k, ocg, k));
+  ET_TRY(view(op.scratch.back().ptr, k, hw));
+  for (int64_t b = 0; b < v[0]; ++b)
+    for (int64_t g = 0; g < groups; ++g) ET_TRY(view(fp(a[9]) + (b * v[4] + g * ocg) * hw, ocg, hw));
+  return Error::Ok;
+}
+
+// Inference batch norm folded into a per-channel scale and shift, computed once at init.
+Error prepare_batch_norm(Op& op) {
+  const auto& a = op.args;
+  ET_CHECK_OR_RETURN(a.size() == 10 && a[0]->is_tensor() && a[3]->is_tensor() && a[4]->is_tensor() && a[7]->is_tensor(),
+                     Error::InvalidArgument, "%s: batch norm arguments", kCudaBackendName);
+  const int64_t c = a[0]->to_tensor().dim() >= 2 ? a[0]->to_tensor().size(1) : 0;
+  auto host = [&](EValue* v, float fill) -> std::vector<float> {
+    std::vector<float> out(static_cast<size_t>(c), fill);
+    if (v->is_tensor() && v->to_tensor().numel() == c) {
+      cudaMemcpy(out.data(), v->to_tensor().const_data_ptr(), static_cast<size_t>(c) * sizeof(float), cudaMemcpyDeviceToHost);
+    }
+    return out;
+  };
+  const std::vector<float> w = host(a[1], 1.f), b = host(a[2], 0.f), mean = host(a[3], 0.f), var = host(a[4], 1.f);
+  const float eps = static_cast<float>(a[6]->scalar_as_double());
+  std::vector<float> scale_shift(static_cast<size_t>(2 * c));
+  for (int64_t i = 0; i < c; ++i) {
+    scale_shift[i] = w[i] / std::sqrt(var[i] + eps);
+    scale_shift[c + i] = b[i] - mean[i] * scale_shift[i];
+  }
+  op.scratch.emplace_back();
+  ET_TRY(ecuda::to_error(cudaMalloc(&op.scratch.back().ptr, scale_shift.size() * sizeof(float) + 4), "CudaBackend: batch norm"));
+  return ecuda::to_error(cudaMemcpy(op.scratch.back().ptr, scale_shift.data(), scale_shift.size() * sizeof(float),
+                                    cudaMemcpyHostToDevice), "CudaBackend: batch norm");
+}
 
 // Runs one op on `stream`. Argument layout follows the ATen schema, outputs last (as the CPU kernels).
 Error run(const Op& op, cudaStream_t stream) {
@@ -234,6 +319,57 @@ Error run(const Op& op, cudaStream_t stream) {
       status = cudaMemcpyAsync(o.mutable_data_ptr(), x.const_data_ptr(), x.nbytes(), cudaMemcpyDeviceToDevice, stream);
       break;
     }
+    case OpKind::Conv: {
+      const int64_t* v = op.ints;
+      const int64_t groups = v[13], cg = v[1] / groups, hw = v[14] * v[15];
+      status = launch_fill_planes(a[2]->is_tensor() ? fp(a[2]) : nullptr, fp(a[9]), v[0] * v[4], v[4], hw, stream);
+      for (int64_t b = 0; b < v[0] && status == cudaSuccess; ++b) {
+        for (int64_t g = 0; g < groups && status == cudaSuccess; ++g) {
+          status = launch_im2col(fp(a[0]) + (b * v[1] + g * cg) * v[2] * v[3], static_cast<float*>(op.scratch[0].ptr), cg,
+                                 v[2], v[3], v[5], v[6], v[7], v[8], v[9], v[10], v[11], v[12], v[14], v[15], stream);
+          if (status != cudaSuccess) break;
+          AtenTensorHandle out = op.shim[static_cast<size_t>(groups + 1 + b * groups + g)].handle;
+          if (aoti_torch_cuda_addmm_out(out, out, op.shim[static_cast<size_t>(g)].handle,
+                                        op.shim[static_cast<size_t>(groups)].handle, 1.0, 1.0) != AOTI_TORCH_SUCCESS) {
+            return ET_ERROR(Error::Internal, "%s convolution: %s", kCudaBackendName, runtime::last_error_message());
+          }
+        }
+      }
+      break;
+    }
+    case OpKind::BatchNorm: {
+      const Tensor& x = a[0]->to_tensor();
+      const int64_t c = x.size(1), n = x.size(0), inner = (n && c) ? x.numel() / (n * c) : 0;
+      const float* ss = static_cast<const float*>(op.scratch[0].ptr);
+      status = launch_channel_affine(fp(a[0]), ss, ss + c, fp(a[7]), n, c, inner, stream);
+      break;
+    }
+    case OpKind::MaxPool:
+    case OpKind::AvgPool: {
+      const bool is_max = op.kind == OpKind::MaxPool;
+      ET_CHECK_OR_RETURN(a.size() == 8 && a[0]->is_tensor() && a[0]->to_tensor().dim() == 4, Error::InvalidArgument,
+                         "%s: %s arguments", kCudaBackendName, name);
+      const Tensor& x = a[0]->to_tensor();
+      EValue* out = a[is_max ? 6 : 7];
+      const Tensor& o = out->to_tensor();
+      const int64_t kh = pair_value(a[1], 0, 1), kw = pair_value(a[1], 1, 1);
+      const int64_t sh = pair_value(a[2], 0, kh), sw = pair_value(a[2], 1, kw);
+      const int64_t ph = pair_value(a[3], 0, 0), pw = pair_value(a[3], 1, 0);
+      const int64_t dh = is_max ? pair_value(a[4], 0, 1) : 1, dw = is_max ? pair_value(a[4], 1, 1) : 1;
+      const bool include_pad = !is_max && a[5]->scalar_as_double() != 0;
+      ET_CHECK_OR_RETURN(is_max || a[6]->is_none(), Error::NotSupported, "%s: avg_pool2d divisor_override", kCudaBackendName);
+      status = launch_pool2d(fp(a[0]), fp(out), is_max ? a[7]->to_tensor().data_ptr<int64_t>() : nullptr, is_max,
+                             x.size(0) * x.size(1), x.size(2), x.size(3), o.size(2), o.size(3), kh, kw, sh, sw, ph, pw, dh,
+                             dw, include_pad, stream);
+      break;
+    }
+    case OpKind::Mean: {
+      const Tensor& x = a[0]->to_tensor();
+      const Tensor& o = a[4]->to_tensor();
+      const int64_t rows = o.numel(), cols = rows ? x.numel() / rows : 0;
+      status = launch_row_reduce(fp(a[0]), fp(a[4]), rows, cols, true, stream);
+      break;
+    }
     case OpKind::Permute: {
       ET_CHECK_OR_RETURN(a.size() == 3 && a[1]->is_int_list(), Error::InvalidArgument, "%s: %s arguments",
                          kCudaBackendName, name);
@@ -314,6 +450,22 @@ class CudaBackend final : public runtime::BackendInterface {
       ET_CHECK_OR_RETURN(classify(name, &op), Error::NotSupported, "%s does not implement %s", kCudaBackendName, name);
       op.args = m.instruction_args(k);
       op.name = name;
+      if (op.kind == OpKind::Conv) ET_TRY(prepare_conv(op));
+      if (op.kind == OpKind::BatchNorm) ET_TRY(prepare_batch_norm(op));
+      if (op.kind == OpKind::Mean) {
+        // Only reductions over trailing dimensions (as adaptive average pooling to 1x1 lowers to).
+        ET_CHECK_OR_RETURN(op.args.size() == 5 && op.args[0]->is_tensor() && op.args[1]->is_int_list(),
+                           Error::NotSupported, "%s: mean arguments", kCudaBackendName);
+        const int rank = op.args[0]->to_tensor().dim();
+        std::vector<bool> reduced(static_cast<size_t>(rank), false);
+        for (int64_t d : op.args[1]->to_int_list()) reduced[static_cast<size_t>(d < 0 ? d + rank : d)] = true;
+        bool trailing = true, seen = false;
+        for (int d = 0; d < rank; ++d) {
+          if (reduced[static_cast<size_t>(d)]) seen = true;
+          else if (seen) trailing = false;
+        }
+        ET_CHECK_OR_RETURN(trailing, Error::NotSupported, "%s: mean over non-trailing dimensions", kCudaBackendName);
+      }
       if (op.kind == OpKind::Addmm || op.kind == OpKind::Mm) {
         const size_t expected = op.kind == OpKind::Addmm ? 6 : 3;
         ET_CHECK_OR_RETURN(op.args.size() == expected && op.args[0]->is_tensor(), Error::InvalidProgram,

@@ -21,7 +21,8 @@ CUDA_OPERATORS = {
     "aten::add.Tensor", "aten::sub.Tensor", "aten::mul.Tensor", "aten::div.Tensor", "aten::mul.Scalar",
     "aten::add.Scalar", "aten::addmm", "aten::mm", "aten::_softmax", "aten::_log_softmax", "aten::native_layer_norm",
     "aten::view", "aten::_unsafe_view", "aten::clone", "aten::unsqueeze", "aten::squeeze.dims", "aten::squeeze.dim",
-    "aten::permute",
+    "aten::permute", "aten::convolution", "aten::_native_batch_norm_legit_no_training", "aten::max_pool2d_with_indices",
+    "aten::avg_pool2d", "aten::mean.dim",
 }
 MAX_DIMS = 8
 
@@ -48,13 +49,28 @@ def supported(p: Plan, ins: KernelCall) -> bool:
     name = _op_name(p, ins)
     if name not in CUDA_OPERATORS:
         return False
-    tensors = _tensor_args(p, ins.args)
+    args = ins.args[:-1] if name == "aten::max_pool2d_with_indices" else ins.args  # indices are int64
+    tensors = _tensor_args(p, args)
     if any(t.dtype != FLOAT32 or len(t.sizes) > MAX_DIMS for t in tensors):
         return False
     if name in ("aten::_softmax", "aten::_log_softmax"):
         rank = len(p.values[ins.args[0]].payload.sizes)
         dim = p.values[ins.args[1]].payload
         return dim in (-1, rank - 1)
+    if name == "aten::convolution":
+        transposed = p.values[ins.args[6]].payload
+        return not transposed and len(p.values[ins.args[0]].payload.sizes) == 4
+    if name in ("aten::max_pool2d_with_indices", "aten::avg_pool2d"):
+        if name == "aten::avg_pool2d" and p.values[ins.args[6]].kind != "null":
+            return False
+        return len(p.values[ins.args[0]].payload.sizes) == 4
+    if name == "aten::mean.dim":
+        rank = len(p.values[ins.args[0]].payload.sizes)
+        dims = p.values[ins.args[1]]
+        if dims.kind != "int_list" or not dims.payload:
+            return False
+        reduced = sorted(d % rank for d in dims.payload)
+        return reduced == list(range(rank - len(reduced), rank))
     if name.startswith(("aten::add", "aten::sub", "aten::mul", "aten::div")):
         other = p.values[ins.args[1]]
         return other.kind in ("tensor", "int", "double")
