@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# Prepares the artifacts tools/gpu/verify.sh checks on a GPU machine, built on this (CPU) machine:
+#
+#   tools/gpu/prepare.sh OUT [PYTHON]     # PYTHON: the GPU machine's Python version (default 3.12)
+#
+# OUT receives: the executorch wheel for that Python; wheels/ with what it requires (numpy,
+# flatbuffers, nvidia-cuda-runtime) for an offline install; bin/ with the CUDA test binaries;
+# models/ with the test models exported for the CPU and with backend="cuda", their input and torch's
+# output; cmake/ and cmake_cuda/ with the consumer applications. Then, on the GPU machine:
+#   tools/gpu/verify.sh OUT
+set -euo pipefail
+out=$(mkdir -p "${1:?usage: prepare.sh OUT [PYTHON]}" && cd "$1" && pwd)
+pyver=${2:-3.12}
+repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+cd "$repo"
+target_python=$(ls -d /root/.pyenv/versions/"$pyver".*/bin/python3 2>/dev/null | tail -1 || true)
+[[ -x $target_python ]] || target_python=$(command -v "python$pyver")
+
+rm -rf "$out"/{models,bin,cmake,cmake_cuda,wheels} "$out"/executorch-*.whl
+mkdir -p "$out"/{models,bin,wheels}
+cp -r tests/consumers/cmake "$out/cmake"
+cp -r tests/consumers/cmake_cuda "$out/cmake_cuda"
+
+# Models and references, exported with this checkout's package on the build interpreter (has torch).
+tools/bazel build //wheel
+host_wheel=$(ls bazel-bin/wheel/wheel_dist/*.whl)
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+python3 -m zipfile -e "$host_wheel" "$tmp/pkg"
+build_python=""
+for py in "${EXECUTORCH_BUILD_CACHE:-$HOME/.cache/executorch-build}"/state/venvs/*/bin/python3; do
+  if "$py" -c "import torch" 2>/dev/null; then build_python=$py; break; fi
+done
+[[ -n $build_python ]] || { echo "prepare.sh: no build environment with torch (run tools/bazel once with a Python that has it)"; exit 1; }
+PYTHONPATH="$tmp/pkg:$repo" "$build_python" -W ignore - "$out/models" <<'PY'
+import ctypes, os, sys
+import nvidia
+ctypes.CDLL(os.path.join(list(nvidia.__path__)[0], "cu13", "lib", "libcudart.so.13"), mode=ctypes.RTLD_GLOBAL)
+import torch
+from executorch.export import export
+from tests.models.zoo import MODELS, fresh_inputs
+for name in ("mlp", "cnn", "encoder"):
+    model, example = MODELS[name]()
+    (x,) = fresh_inputs(example, 99)
+    with torch.no_grad():
+        ref = model(x).numpy().tobytes()
+    for suffix, backend in (("", None), ("_cuda", "cuda")):
+        stem = os.path.join(sys.argv[1], name + suffix)
+        open(stem + ".pte", "wb").write(export(model, example, backend=backend))
+        open(stem + ".input.bin", "wb").write(x.numpy().tobytes())
+        open(stem + ".expected.bin", "wb").write(ref)
+        open(stem + ".shape", "w").write(",".join(map(str, x.shape)))
+PY
+
+# The wheel and test binaries for the GPU machine's Python.
+PYTHON_BIN_PATH=$target_python tools/bazel build //wheel //backends/cuda/kernels:int8_linear_test //tests/cc:shims_test
+cp bazel-bin/wheel/wheel_dist/*.whl "$out/"
+cp -L bazel-bin/backends/cuda/kernels/int8_linear_test bazel-bin/tests/cc/shims_test "$out/bin/"
+chmod u+w "$out"/bin/*
+tag=cp${pyver/./}
+python3 -m pip download -q --no-deps --only-binary=:all: --python-version "$pyver" --implementation cp \
+  --platform manylinux_2_28_x86_64 --platform manylinux_2_27_x86_64 --platform manylinux_2_17_x86_64 \
+  --platform manylinux2014_x86_64 -d "$out/wheels" numpy flatbuffers "nvidia-cuda-runtime>=13,<14"
+echo "prepared $out for Python $pyver ($tag): $(ls "$out" | tr '\n' ' ')"
