@@ -242,6 +242,8 @@ Error embedding(KernelRuntimeContext&, Args args) {
   ET_TRY(tensor_at(args, 0, op, &w));
   ET_TRY(tensor_at(args, 1, op, &idx));
   ET_TRY(tensor_at(args, 5, op, &out));
+  int64_t padding_idx = 0;  // only affects gradients
+  ET_TRY(int_at(args, 2, op, &padding_idx));
   KCHECK(w->dim() == 2, "%s: weight must be 2-D", op);
   KCHECK(idx->scalar_type() == ScalarType::Long || idx->scalar_type() == ScalarType::Int, "%s: indices must be integers",
          op);

@@ -70,6 +70,11 @@ Result<std::unique_ptr<Method>> Method::load(const Program& program, const fb::E
     for (int32_t id : *ins) {
       ET_CHECK_OR_RETURN(id >= 0 && static_cast<size_t>(id) < n, Error::InvalidProgram,
                          "input index %d out of range (%zu values)", id, n);
+      // Two inputs sharing one value would each overwrite the other's data.
+      for (size_t seen : m->input_ids_) {
+        ET_CHECK_OR_RETURN(seen != static_cast<size_t>(id), Error::InvalidProgram, "value %d is listed as an input twice",
+                           id);
+      }
       m->inputs_.push_back(&m->values_[static_cast<size_t>(id)]);
       m->input_ids_.push_back(static_cast<size_t>(id));
       m->input_set_.push_back(false);

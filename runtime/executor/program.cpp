@@ -1,6 +1,9 @@
 #include <executorch/runtime/executor/program.h>
 
+#include <algorithm>
 #include <cstring>
+#include <utility>
+#include <vector>
 
 #include <executorch/runtime/core/log.h>
 #include <executorch/runtime/executor/method.h>
@@ -72,6 +75,19 @@ Result<std::unique_ptr<Program>> Program::load(std::unique_ptr<DataLoader> loade
                              s->size() <= segments.size() - s->offset(),
                          Error::InvalidProgram, "segment %zu [%llu, +%llu) is misaligned or outside the segment area",
                          i, static_cast<unsigned long long>(s->offset()), static_cast<unsigned long long>(s->size()));
+    }
+    // Segments are disjoint: a file whose tensors share bytes with a delegate payload is malformed.
+    std::vector<std::pair<uint64_t, uint64_t>> spans;
+    for (const fb::DataSegment* s : *list) {
+      if (s->size() > 0) spans.emplace_back(s->offset(), s->offset() + s->size());
+    }
+    std::sort(spans.begin(), spans.end());
+    for (size_t i = 1; i < spans.size(); ++i) {
+      ET_CHECK_OR_RETURN(spans[i].first >= spans[i - 1].second, Error::InvalidProgram,
+                         "segments [%llu, %llu) and [%llu, %llu) overlap",
+                         static_cast<unsigned long long>(spans[i - 1].first),
+                         static_cast<unsigned long long>(spans[i - 1].second),
+                         static_cast<unsigned long long>(spans[i].first), static_cast<unsigned long long>(spans[i].second));
     }
   }
   ET_CHECK_OR_RETURN(program->execution_plan() != nullptr && program->execution_plan()->size() > 0,

@@ -234,8 +234,9 @@ def _align(n: int, alignment: int = SEGMENT_ALIGNMENT) -> int:
     return (n + alignment - 1) // alignment * alignment
 
 
-def serialize(program: ProgramSpec) -> bytes:
-    """The .pte bytes of `program`."""
+def serialize(program: ProgramSpec, segment_table: list[tuple[int, int]] | None = None) -> bytes:
+    """The .pte bytes of `program`. `segment_table` replaces the (offset, size) entries recorded for
+    the segments, which are still laid out as usual (tests use it to write misplaced segments)."""
     b = flatbuffers.Builder(1024)
     plans = _offsets_vector(b, [_plan(b, p) for p in program.plans])
     offsets, at = [], 0
@@ -243,7 +244,7 @@ def serialize(program: ProgramSpec) -> bytes:
         offsets.append((at, len(seg)))
         at = _align(at + len(seg))
     tables = []
-    for off, size in offsets:
+    for off, size in segment_table if segment_table is not None else offsets:
         fb.DataSegmentStart(b)
         fb.DataSegmentAddOffset(b, off)
         fb.DataSegmentAddSize(b, size)
@@ -271,3 +272,103 @@ def serialize(program: ProgramSpec) -> bytes:
         body.extend(seg)
     header = CONTAINER_MAGIC + struct.pack("<IQQQ", CONTAINER_VERSION, len(flat), segment_base, len(body))
     return header + flat + b"\0" * (segment_base - HEADER_SIZE - len(flat)) + bytes(body)
+
+
+_KINDS = {
+    fb.KernelTypes.Null: "null",
+    fb.KernelTypes.Int: "int",
+    fb.KernelTypes.Double: "double",
+    fb.KernelTypes.Bool: "bool",
+    fb.KernelTypes.String: "string",
+    fb.KernelTypes.Tensor: "tensor",
+    fb.KernelTypes.IntList: "int_list",
+    fb.KernelTypes.DoubleList: "double_list",
+    fb.KernelTypes.BoolList: "bool_list",
+    fb.KernelTypes.TensorList: "tensor_list",
+}
+
+
+def _read_value(ev: Any) -> Value:
+    kind = _KINDS.get(ev.ValType())
+    if kind is None:
+        raise ValueError(f"unknown value type {ev.ValType()}")
+    if kind == "null":
+        return Value("null")
+    table = ev.Val()
+    cls = {"int": fb.Int, "double": fb.Double, "bool": fb.Bool, "string": fb.String, "tensor": fb.Tensor,
+           "int_list": fb.IntList, "double_list": fb.DoubleList, "bool_list": fb.BoolList,
+           "tensor_list": fb.TensorList}[kind]
+    obj = cls()
+    obj.Init(table.Bytes, table.Pos)
+    if kind == "int":
+        return Value(kind, obj.IntVal())
+    if kind == "double":
+        return Value(kind, obj.DoubleVal())
+    if kind == "bool":
+        return Value(kind, bool(obj.BoolVal()))
+    if kind == "string":
+        return Value(kind, obj.StringVal().decode())
+    if kind == "tensor":
+        return Value(kind, TensorSpec(dtype=obj.ScalarType(), sizes=[obj.Sizes(j) for j in range(obj.SizesLength())],
+                                      data_segment=obj.DataSegment(), data_offset=obj.DataOffset(), mem_id=obj.MemId(),
+                                      mem_offset=obj.MemOffset(), device=obj.Device(), device_index=obj.DeviceIndex()))
+    items = [obj.Items(j) for j in range(obj.ItemsLength())]
+    return Value(kind, [bool(i) for i in items] if kind == "bool_list" else items)
+
+
+def _read_plan(ep: Any) -> Plan:
+    p = Plan(name=ep.Name().decode())
+    p.values = [_read_value(ep.Values(j)) for j in range(ep.ValuesLength())]
+    p.inputs = [ep.Inputs(j) for j in range(ep.InputsLength())]
+    p.outputs = [ep.Outputs(j) for j in range(ep.OutputsLength())]
+    p.operators = [(o.Name().decode(), (o.Overload() or b"").decode())
+                   for o in (ep.Operators(j) for j in range(ep.OperatorsLength()))]
+    p.buffer_sizes = [ep.NonConstBufferSizes(j) for j in range(ep.NonConstBufferSizesLength())]
+    for j in range(ep.DelegatesLength()):
+        d = ep.Delegates(j)
+        ref = d.Processed()
+        if ref.Location() != fb.DataLocation.SEGMENT:
+            raise ValueError("inline delegate payloads are not supported")
+        specs = {}
+        for k in range(d.CompileSpecsLength()):
+            s = d.CompileSpecs(k)
+            specs[s.Key().decode()] = bytes(s.ValueAsNumpy()) if s.ValueLength() else b""
+        p.delegates.append(Delegate(backend_id=d.Id().decode(), segment=ref.Index(), compile_specs=specs))
+    for c in range(ep.ChainsLength()):
+        chain = ep.Chains(c)
+        for j in range(chain.InstructionsLength()):
+            ins = chain.Instructions(j)
+            table = ins.InstrArgs()
+            if ins.InstrArgsType() == fb.InstructionArguments.KernelCall:
+                k = fb.KernelCall()
+                k.Init(table.Bytes, table.Pos)
+                # Outputs are not recorded in the file; one is as good a guess as any for re-serializing.
+                p.instructions.append(KernelCall(k.OpIndex(), [k.Args(a) for a in range(k.ArgsLength())]))
+            elif ins.InstrArgsType() == fb.InstructionArguments.DelegateCall:
+                k = fb.DelegateCall()
+                k.Init(table.Bytes, table.Pos)
+                p.instructions.append(DelegateCall(k.DelegateIndex(), [k.Args(a) for a in range(k.ArgsLength())]))
+            else:
+                raise ValueError(f"unsupported instruction type {ins.InstrArgsType()}")
+    return p
+
+
+def deserialize(data: bytes) -> ProgramSpec:
+    """The ProgramSpec of well-formed .pte bytes (tools and tests; the runtime does its own checks).
+    serialize(deserialize(b)) == b for files this module wrote."""
+    magic, version, program_size, segment_base, segment_size = struct.unpack_from("<4sIQQQ", data, 0)
+    if magic != CONTAINER_MAGIC or version != CONTAINER_VERSION:
+        raise ValueError("not a .pte container")
+    flat = data[HEADER_SIZE:HEADER_SIZE + program_size]
+    root = fb.Program.GetRootAs(flat, 0)
+    segments = []
+    for j in range(root.SegmentsLength()):
+        s = root.Segments(j)
+        start = segment_base + s.Offset()
+        segments.append(bytes(data[start:start + s.Size()]))
+    metadata = {}
+    for j in range(root.MetadataLength()):
+        m = root.Metadata(j)
+        metadata[m.Key().decode()] = m.Value().decode()
+    plans = [_read_plan(root.ExecutionPlan(j)) for j in range(root.ExecutionPlanLength())]
+    return ProgramSpec(plans=plans, segments=segments, metadata=metadata)

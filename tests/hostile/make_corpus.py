@@ -1,0 +1,63 @@
+"""Writes the corpus of broken programs derived from the test models (see malformed.py).
+
+    make_corpus OUT.bin
+
+The models are exported for the CPU and with backend="cuda" (whose payloads are then lied about).
+Without torch, a small hand-written program stands in for them.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import numpy as np
+
+from executorch.serialization import pte
+from executorch.serialization.pte import KernelCall, Plan, ProgramSpec, TensorSpec, Value
+from tests.hostile.malformed import cases, write_corpus
+
+
+def hand_written() -> bytes:
+    """out = cat([h, h]) with h = relu(x @ w): a constant, an input, a tensor list, planned memory."""
+    w = np.arange(16, dtype=np.float32).reshape(4, 4) / 16
+    p = Plan(name="forward", operators=[("aten::mm", ""), ("aten::relu", ""), ("aten::cat", "")], buffer_sizes=[256])
+    p.values = [
+        Value("tensor", TensorSpec(dtype=6, sizes=[1, 4], mem_id=0, mem_offset=0)),
+        Value("tensor", TensorSpec(dtype=6, sizes=[4, 4], data_segment=0, data_offset=0)),
+        Value("tensor", TensorSpec(dtype=6, sizes=[1, 4], mem_id=0, mem_offset=64)),
+        Value("tensor", TensorSpec(dtype=6, sizes=[1, 4], mem_id=0, mem_offset=128)),
+        Value("tensor_list", [3, 3]),
+        Value("int", 0),
+        Value("tensor", TensorSpec(dtype=6, sizes=[2, 4], mem_id=0, mem_offset=192)),
+    ]
+    p.inputs, p.outputs = [0], [6]
+    p.instructions = [KernelCall(0, [0, 1, 2]), KernelCall(1, [2, 3]), KernelCall(2, [4, 5, 6])]
+    return pte.serialize(ProgramSpec(plans=[p], segments=[w.tobytes()], metadata={"producer": "make_corpus"}))
+
+
+def programs() -> dict[str, bytes]:
+    out = {"hand_written": hand_written()}
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        print("make_corpus: torch is not installed; only the hand-written program is used", file=sys.stderr)
+        return out
+    from executorch.export import export
+    from tests.models.zoo import MODELS
+
+    for name, make in sorted(MODELS.items()):
+        model, example = make()
+        out[name] = export(model, example)
+        out[name + "_cuda"] = export(model, example, backend="cuda")
+    return out
+
+
+def main() -> int:
+    items = [c for name, data in programs().items() for c in cases(name, data)]
+    write_corpus(sys.argv[1], items)
+    print(f"make_corpus: {len(items)} cases ({sum(c.invalid for c in items)} invalid)", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
