@@ -69,3 +69,22 @@ def test_unknown_backend_is_an_error() -> None:
     model, example = MODELS["mlp"]()
     with pytest.raises(ExportError, match="unknown backend 'tpu'"):
         export(model, example, backend="tpu")
+
+
+def test_cuda_archs_travel_with_every_delegate_call() -> None:
+    from executorch.serialization.pte import deserialize
+
+    model, example = MODELS["encoder"]()
+    spec = deserialize(export(model, example, backend="cuda", cuda_archs=["sm_90", "compute_90"]))
+    assert len(spec.plans[0].delegates) == int(spec.metadata["cuda_delegate_calls"]) > 1
+    assert all(d.compile_specs == {"cuda_archs": b"sm_90,compute_90"} for d in spec.plans[0].delegates)
+    assert all(d.compile_specs == {} for d in deserialize(export(model, example, backend="cuda")).plans[0].delegates)
+
+
+@pytest.mark.parametrize("archs, backend", [(["sm90"], "cuda"), ([], "cuda"), (["sm_90"], None)])
+def test_bad_cuda_archs_are_an_export_error(archs, backend) -> None:
+    from executorch.export import ExportError
+
+    model, example = MODELS["mlp"]()
+    with pytest.raises(ExportError, match="cuda_archs"):
+        export(model, example, backend=backend, cuda_archs=archs)

@@ -101,6 +101,10 @@ Error Method::parse_values(const Program& program, const fb::ExecutionPlan* plan
   for (size_t i = 0; i < n; ++i) {
     const fb::EValue* v = values->Get(static_cast<flatbuffers::uoffset_t>(i));
     EValue& out = values_[i];
+    // A union's type may be set with its table absent (the verifier allows a missing field).
+    ET_CHECK_OR_RETURN(v->val_type() == fb::KernelTypes::NONE || v->val_type() == fb::KernelTypes::Null ||
+                           v->val() != nullptr,
+                       Error::InvalidProgram, "value %zu: type %d without its data", i, static_cast<int>(v->val_type()));
     switch (v->val_type()) {
       case fb::KernelTypes::NONE:
       case fb::KernelTypes::Null:
@@ -156,14 +160,16 @@ Error Method::parse_values(const Program& program, const fb::ExecutionPlan* plan
           }
         }
         std::unique_ptr<int64_t[]> shape(new int64_t[2 * dim + 1]);
-        uint64_t numel = 1;
+        // extent (the product of the sizes, zeros counted as ones) bounds the strides as well.
+        uint64_t numel = 1, extent = 1;
         for (size_t d = 0; d < dim; ++d) {
           const int64_t s = t->sizes()->Get(static_cast<flatbuffers::uoffset_t>(d));
-          ET_CHECK_OR_RETURN(s >= 0 && (s == 0 || numel <= kMaxTensorBytes / static_cast<uint64_t>(s)),
-                             Error::InvalidProgram, "value %zu: size %lld of dim %zu is negative or too large", i,
-                             static_cast<long long>(s), d);
+          const uint64_t at_least_one = s > 0 ? static_cast<uint64_t>(s) : 1;
+          ET_CHECK_OR_RETURN(s >= 0 && extent <= kMaxTensorBytes / at_least_one, Error::InvalidProgram,
+                             "value %zu: size %lld of dim %zu is negative or too large", i, static_cast<long long>(s), d);
           shape[d] = s;
           numel *= static_cast<uint64_t>(s);
+          extent *= at_least_one;
         }
         const uint64_t nbytes = numel * element_size(dtype);
         ET_CHECK_OR_RETURN(nbytes <= kMaxTensorBytes, Error::InvalidProgram, "value %zu: %llu bytes", i,
@@ -287,6 +293,7 @@ Error Method::parse_instructions(const Program& program, const fb::ExecutionPlan
 
   for (size_t k = 0; k < size_of(instructions); ++k) {
     const fb::Instruction* ins = instructions->Get(static_cast<flatbuffers::uoffset_t>(k));
+    ET_CHECK_OR_RETURN(ins->instr_args() != nullptr, Error::InvalidProgram, "instruction %zu has no arguments", k);
     Step step{};
     switch (ins->instr_args_type()) {
       case fb::InstructionArguments::KernelCall: {

@@ -28,6 +28,30 @@ uint64_t read_u64(const uint8_t* p) {
   return v;
 }
 
+// The FlatBuffers verifier checks vectors for 4-byte alignment only; vectors of 8-byte numbers
+// are read in place (sizes, int lists, buffer sizes), so they must be 8-byte aligned too.
+template <typename T>
+bool aligned(const flatbuffers::Vector<T>* v) {
+  return v == nullptr || reinterpret_cast<uintptr_t>(v->data()) % alignof(T) == 0;
+}
+
+Error check_vector_alignment(const fb::Program* program) {
+  for (const fb::ExecutionPlan* plan : *program->execution_plan()) {
+    ET_CHECK_OR_RETURN(aligned(plan->non_const_buffer_sizes()), Error::InvalidProgram,
+                       "planned buffer sizes are misaligned");
+    if (plan->values() == nullptr) continue;
+    for (size_t i = 0; i < plan->values()->size(); ++i) {
+      const fb::EValue* v = plan->values()->Get(static_cast<flatbuffers::uoffset_t>(i));
+      bool ok = true;
+      if (const auto* t = v->val_as_Tensor()) ok = aligned(t->sizes());
+      if (const auto* l = v->val_as_IntList()) ok = aligned(l->items());
+      if (const auto* l = v->val_as_DoubleList()) ok = aligned(l->items());
+      ET_CHECK_OR_RETURN(ok, Error::InvalidProgram, "value %zu: a list of 8-byte numbers is misaligned", i);
+    }
+  }
+  return Error::Ok;
+}
+
 }  // namespace
 
 Result<std::unique_ptr<Program>> Program::load(std::unique_ptr<DataLoader> loader) {
@@ -92,6 +116,7 @@ Result<std::unique_ptr<Program>> Program::load(std::unique_ptr<DataLoader> loade
   }
   ET_CHECK_OR_RETURN(program->execution_plan() != nullptr && program->execution_plan()->size() > 0,
                      Error::InvalidProgram, "program has no methods");
+  ET_TRY(check_vector_alignment(program));
   return std::unique_ptr<Program>(new Program(std::move(loader), program, segments));
 }
 

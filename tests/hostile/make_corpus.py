@@ -1,6 +1,8 @@
 """Writes the corpus of broken programs derived from the test models (see malformed.py).
 
     make_corpus OUT.bin
+    make_corpus --seeds DIR      # the valid programs themselves, as a fuzzer's seed corpus
+    make_corpus --payloads DIR   # their CUDA delegate payloads (programs of their own)
 
 The models are exported for the CPU and with backend="cuda" (whose payloads are then lied about).
 Without torch, a small hand-written program stands in for them.
@@ -8,6 +10,7 @@ Without torch, a small hand-written program stands in for them.
 
 from __future__ import annotations
 
+import os
 import sys
 
 import numpy as np
@@ -53,7 +56,20 @@ def programs() -> dict[str, bytes]:
 
 
 def main() -> int:
-    items = [c for name, data in programs().items() for c in cases(name, data)]
+    if sys.argv[1] in ("--seeds", "--payloads"):  # a fuzzer's starting corpus, one file each
+        os.makedirs(sys.argv[2], exist_ok=True)
+        for name, data in programs().items():
+            if sys.argv[1] == "--seeds":
+                files = {name: data}
+            else:  # the CUDA delegate payloads of the program
+                spec = pte.deserialize(data)
+                files = {f"{name}.{k}": spec.segments[d.segment] for k, d in enumerate(spec.plans[0].delegates)}
+            for stem, blob in files.items():
+                with open(os.path.join(sys.argv[2], stem + ".pte"), "wb") as f:
+                    f.write(blob)
+        return 0
+    # Fewer random flips of the large programs keep the corpus in the low hundreds of megabytes.
+    items = [c for name, data in programs().items() for c in cases(name, data, flips=60 if len(data) < 1 << 16 else 12)]
     write_corpus(sys.argv[1], items)
     print(f"make_corpus: {len(items)} cases ({sum(c.invalid for c in items)} invalid)", file=sys.stderr)
     return 0

@@ -16,8 +16,9 @@ cd "$repo"
 target_python=$(ls -d /root/.pyenv/versions/"$pyver".*/bin/python3 2>/dev/null | tail -1 || true)
 [[ -x $target_python ]] || target_python=$(command -v "python$pyver")
 
-rm -rf "$out"/{models,bin,cmake,cmake_cuda,wheels} "$out"/executorch-*.whl
-mkdir -p "$out"/{models,bin,wheels}
+rm -rf "$out"/{models,faults,bin,cmake,cmake_cuda,wheels} "$out"/executorch-*.whl
+mkdir -p "$out"/{models,faults,bin,wheels}
+cp tools/gpu/device_faults.py "$out/"
 cp -r tests/consumers/cmake "$out/cmake"
 cp -r tests/consumers/cmake_cuda "$out/cmake_cuda"
 
@@ -50,6 +51,20 @@ for name in ("mlp", "cnn", "encoder"):
         open(stem + ".input.bin", "wb").write(x.numpy().tobytes())
         open(stem + ".expected.bin", "wb").write(ref)
         open(stem + ".shape", "w").write(",".join(map(str, x.shape)))
+    if name == "mlp":  # for a device it was not exported for (device_faults.py)
+        blob = export(model, example, backend="cuda", cuda_archs=["sm_100"])
+        open(os.path.join(sys.argv[1], "..", "faults", "mlp_sm100.pte"), "wb").write(blob)
+PY
+
+# The malformed programs that delegate to CUDA (tests/hostile), for the real CudaBackend on the GPU.
+tools/bazel build //tests/hostile:corpus
+cp tests/hostile/malformed.py "$out/"
+PYTHONPATH="$tmp/pkg:$repo" "$build_python" - bazel-bin/tests/hostile/corpus.bin "$out/faults/cuda_corpus.bin" <<'PY'
+import sys
+from tests.hostile.malformed import read_corpus, write_corpus
+keep = [c for c in read_corpus(sys.argv[1]) if "_cuda/" in c.name and len(c.data) < 200_000]
+write_corpus(sys.argv[2], keep)
+print(f"prepare.sh: {len(keep)} malformed CUDA programs for the GPU")
 PY
 
 # The wheel and test binaries for the GPU machine's Python.

@@ -129,6 +129,11 @@ for lib in "$site/executorch/lib/libexecutorch_cuda_backend.so.1" "$site/executo
   [[ -n ${EXPECTED_ARCHS:-} && "$sass$ptx" != "$EXPECTED_ARCHS " ]] && { echo "   expected: $EXPECTED_ARCHS"; exit 1; }
 done
 
+if [[ -f $art/device_faults.py ]]; then
+  echo "== device faults (out of memory, another architecture, no GPU)"
+  (cd "$work/empty" && "$work/venv/bin/python" -I "$art/device_faults.py" "$art/models")
+fi
+
 cudart_dir=$site/nvidia/cu13/lib
 for t in "$art"/bin/*; do
   [[ -x $t ]] || continue

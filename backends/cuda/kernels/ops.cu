@@ -253,6 +253,11 @@ cudaError_t launch_row_reduce(const float* x, float* y, int64_t rows, int64_t co
   return cudaGetLastError();
 }
 
+cudaError_t kernels_loadable() {
+  cudaFuncAttributes attributes;
+  return cudaFuncGetAttributes(&attributes, unary_kernel);
+}
+
 cudaError_t launch_unary(Unary op, const float* x, float* y, int64_t n, cudaStream_t stream) {
   if (n == 0) return cudaSuccess;
   unary_kernel<<<blocks_for(n), kThreads, 0, stream>>>(op, x, y, n);

@@ -4,11 +4,11 @@
 
 #include <cuda_runtime_api.h>
 
+#include <executorch/backends/cuda/kernels/op_codes.h>
+
 namespace executorch {
 namespace backends {
 namespace cuda {
-
-constexpr int kMaxOpDims = 8;
 
 // Shapes and element strides of a broadcast operand, padded to the output's rank (stride 0 where
 // the operand is broadcast).
@@ -19,8 +19,9 @@ struct Broadcast {
   int64_t b_strides[kMaxOpDims];
 };
 
-enum class Unary { Relu, Silu, Gelu, GeluTanh, Sigmoid, Tanh, Neg, Exp, Rsqrt };
-enum class Binary { Add, Sub, Mul, Div };
+// cudaSuccess where this library holds code the current device can run (real code for its
+// architecture, or PTX the driver can compile for it); cudaErrorNoKernelImageForDevice otherwise.
+cudaError_t kernels_loadable();
 
 // float32 kernels on `stream`; each returns the launch status.
 cudaError_t launch_unary(Unary op, const float* x, float* y, int64_t n, cudaStream_t stream);

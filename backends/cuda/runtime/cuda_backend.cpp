@@ -2,7 +2,9 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <algorithm>
 #include <memory>
 #include <new>
 #include <string>
@@ -11,6 +13,7 @@
 #include <cuda_runtime_api.h>
 
 #include <executorch/backends/cuda/kernels/ops.h>
+#include <executorch/backends/cuda/runtime/payload.h>
 #include <executorch/backends/cuda/shims/shims.h>
 #include <executorch/extension/cuda/cuda_stream.h>
 #include <executorch/runtime/core/log.h>
@@ -41,10 +44,6 @@ struct DeviceBuffer {
   }
 };
 
-enum class OpKind {
-  Addmm, Mm, Unary, Binary, Softmax, LogSoftmax, LayerNorm, Copy, Permute, Conv, BatchNorm, MaxPool, AvgPool, Mean
-};
-
 // Tensor handles of the shim library (matrix products run through aoti_torch_cuda_*), freed with
 // the op.
 struct ShimTensor {
@@ -58,22 +57,14 @@ struct ShimTensor {
   }
 };
 
+// A checked instruction (payload.h) and the device resources it needs.
 struct Op {
-  OpKind kind;
-  Unary unary = Unary::Relu;
-  Binary binary = Binary::Add;
+  OpPlan plan;
   Span<EValue*> args;
   std::string name;
   std::vector<ShimTensor> shim;  // addmm: bias, mat1, mat2, out; mm: mat1, mat2, out; conv: see prepare_conv
   std::vector<DeviceBuffer> scratch;  // conv: im2col buffer; batch norm: scale and shift
-  int64_t ints[16] = {};              // parsed integer arguments (conv, pools)
 };
-
-int64_t pair_value(const EValue* v, int i, int64_t fallback) {
-  if (!v->is_int_list() || v->to_int_list().size() == 0) return fallback;
-  const auto l = v->to_int_list();
-  return l.size() == 1 ? l[0] : l[static_cast<size_t>(i)];
-}
 
 // A shim view of a device tensor of the sub-program (its memory never moves after init).
 Error shim_view(EValue* v, ShimTensor* out) {
@@ -87,6 +78,21 @@ Error shim_view(EValue* v, ShimTensor* out) {
   return Error::Ok;
 }
 
+// A captured sequence of the delegate's kernels, replayed with one launch.
+struct Graph {
+  cudaGraph_t graph = nullptr;
+  cudaGraphExec_t exec = nullptr;
+  Graph() = default;
+  Graph(const Graph&) = delete;
+  Graph& operator=(const Graph&) = delete;
+  ~Graph() { reset(); }
+  void reset() {
+    if (exec) cudaGraphExecDestroy(exec);
+    if (graph) cudaGraphDestroy(graph);
+    exec = nullptr, graph = nullptr;
+  }
+};
+
 // One delegate call site: the sub-program (the payload is a .pte), its device memory and its ops.
 struct Delegate {
   std::unique_ptr<runtime::Program> program;
@@ -97,46 +103,53 @@ struct Delegate {
   std::vector<DeviceBuffer> constants;  // uploaded once, at init
   std::vector<Op> ops;
   cudaStream_t own_stream = nullptr;
+  // Every tensor's address is fixed at init, so after one eager run (which checks every op) the
+  // kernels are captured once into a CUDA graph and replayed: one launch instead of one per op.
+  Graph graph;
+  uint64_t runs = 0;
   ~Delegate() {
+    graph.reset();
     method.reset();
     if (own_stream) cudaStreamDestroy(own_stream);
   }
 };
 
-// Operators this backend runs; the exporter's partitioner delegates exactly these.
-bool classify(const std::string& name, Op* op) {
-  static const struct { const char* name; Unary op; } unary[] = {
-      {"aten::relu", Unary::Relu},       {"aten::silu", Unary::Silu},   {"aten::sigmoid", Unary::Sigmoid},
-      {"aten::tanh", Unary::Tanh},       {"aten::neg", Unary::Neg},     {"aten::exp", Unary::Exp},
-      {"aten::rsqrt", Unary::Rsqrt},
-  };
-  static const struct { const char* name; Binary op; } binary[] = {
-      {"aten::add.Tensor", Binary::Add}, {"aten::sub.Tensor", Binary::Sub}, {"aten::mul.Tensor", Binary::Mul},
-      {"aten::div.Tensor", Binary::Div}, {"aten::mul.Scalar", Binary::Mul}, {"aten::add.Scalar", Binary::Add},
-  };
-  for (const auto& u : unary) {
-    if (name == u.name) return op->kind = OpKind::Unary, op->unary = u.op, true;
+// 90 for ("sm_90", "sm_"); -1 where `arch` is not `prefix` and digits.
+int arch_number(const std::string& arch, const char* prefix) {
+  const size_t n = std::strlen(prefix);
+  if (arch.compare(0, n, prefix) != 0 || arch.size() == n || arch.size() > n + 4) return -1;
+  int v = 0;
+  for (size_t i = n; i < arch.size(); ++i) {
+    if (arch[i] < '0' || arch[i] > '9') return -1;
+    v = v * 10 + (arch[i] - '0');
   }
-  for (const auto& b : binary) {
-    if (name == b.name) return op->kind = OpKind::Binary, op->binary = b.op, true;
+  return v;
+}
+
+// The architectures a program was exported for (compile spec "cuda_archs": "sm_90,compute_90"),
+// against the device's: real code for exactly its architecture, or PTX for one at most its own.
+Error check_archs(Span<const runtime::CompileSpec> specs) {
+  for (const auto& spec : specs) {
+    if (std::strcmp(spec.key, "cuda_archs") != 0) continue;
+    int device = 0, major = 0, minor = 0;
+    ET_TRY(ecuda::to_error(cudaGetDevice(&device), "CudaBackend: device"));
+    ET_TRY(ecuda::to_error(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device), "CudaBackend: device"));
+    ET_TRY(ecuda::to_error(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device), "CudaBackend: device"));
+    const int cc = major * 10 + minor;
+    const std::string archs(reinterpret_cast<const char*>(spec.value.data()), spec.value.size());
+    size_t at = 0;
+    while (at <= archs.size()) {
+      const size_t end = std::min(archs.find(',', at), archs.size());
+      const std::string a = archs.substr(at, end - at);
+      if (arch_number(a, "sm_") == cc) return Error::Ok;
+      const int ptx = arch_number(a, "compute_");
+      if (ptx >= 0 && ptx <= cc) return Error::Ok;
+      at = end + 1;
+    }
+    return ET_ERROR(Error::DelegateInvalidCompatibility, "%s: the program was exported for %s; device %d is sm_%d",
+                    kCudaBackendName, archs.c_str(), device, cc);
   }
-  if (name == "aten::gelu") return op->kind = OpKind::Unary, op->unary = Unary::Gelu, true;
-  if (name == "aten::addmm") return op->kind = OpKind::Addmm, true;
-  if (name == "aten::mm") return op->kind = OpKind::Mm, true;
-  if (name == "aten::_softmax") return op->kind = OpKind::Softmax, true;
-  if (name == "aten::_log_softmax") return op->kind = OpKind::LogSoftmax, true;
-  if (name == "aten::native_layer_norm") return op->kind = OpKind::LayerNorm, true;
-  if (name == "aten::view" || name == "aten::_unsafe_view" || name == "aten::clone" || name == "aten::unsqueeze" ||
-      name == "aten::squeeze.dims" || name == "aten::squeeze.dim") {
-    return op->kind = OpKind::Copy, true;
-  }
-  if (name == "aten::permute") return op->kind = OpKind::Permute, true;
-  if (name == "aten::convolution") return op->kind = OpKind::Conv, true;
-  if (name == "aten::_native_batch_norm_legit_no_training") return op->kind = OpKind::BatchNorm, true;
-  if (name == "aten::max_pool2d_with_indices") return op->kind = OpKind::MaxPool, true;
-  if (name == "aten::avg_pool2d") return op->kind = OpKind::AvgPool, true;
-  if (name == "aten::mean.dim") return op->kind = OpKind::Mean, true;
-  return false;
+  return Error::Ok;
 }
 
 Error check_float(const EValue* v, const char* op, size_t i) {
@@ -147,29 +160,12 @@ Error check_float(const EValue* v, const char* op, size_t i) {
 
 float* fp(EValue* v) { return v->to_tensor().data_ptr<float>(); }
 
-// Convolution as im2col + one GEMM per (image, group) through the shim library. ints: n, c, h, w,
-// oc, kh, kw, stride h/w, pad h/w, dil h/w, groups, oh, ow. shim: weight of each group, the col
-// buffer, then out of each (image, group).
+// Convolution as im2col + one GEMM per (image, group) through the shim library (plan_op checked
+// the arguments). shim: weight of each group, the col buffer, then out of each (image, group).
 Error prepare_conv(Op& op) {
   const auto& a = op.args;
-  ET_CHECK_OR_RETURN(a.size() == 10 && a[0]->is_tensor() && a[1]->is_tensor() && a[9]->is_tensor() &&
-                         !a[6]->scalar_as_double(),
-                     Error::NotSupported, "%s: only 2-D, non-transposed convolution", kCudaBackendName);
-  const Tensor &x = a[0]->to_tensor(), &wt = a[1]->to_tensor(), &o = a[9]->to_tensor();
-  ET_CHECK_OR_RETURN(x.dim() == 4 && wt.dim() == 4 && o.dim() == 4, Error::NotSupported, "%s: conv needs 4-D tensors",
-                     kCudaBackendName);
-  int64_t* v = op.ints;
-  v[0] = x.size(0), v[1] = x.size(1), v[2] = x.size(2), v[3] = x.size(3), v[4] = wt.size(0), v[5] = wt.size(2),
-  v[6] = wt.size(3);
-  for (int i = 0; i < 2; ++i) {
-    v[7 + i] = pair_value(a[3], i, 1);
-    v[9 + i] = pair_value(a[4], i, 0);
-    v[11 + i] = pair_value(a[5], i, 1);
-  }
-  v[13] = a[8]->to_int(), v[14] = o.size(2), v[15] = o.size(3);
+  const int64_t* v = op.plan.ints;
   const int64_t groups = v[13], cg = v[1] / groups, ocg = v[4] / groups, k = cg * v[5] * v[6], hw = v[14] * v[15];
-  ET_CHECK_OR_RETURN(groups > 0 && v[1] % groups == 0 && v[4] % groups == 0 && wt.size(1) == cg && o.size(1) == v[4],
-                     Error::InvalidArgument, "%s: conv channels do not split into groups", kCudaBackendName);
   op.scratch.emplace_back();
   ET_TRY(ecuda::to_error(cudaMalloc(&op.scratch.back().ptr, static_cast<size_t>(k * hw) * sizeof(float) + 4),
                          "CudaBackend: convolution scratch"));
@@ -193,9 +189,7 @@ Error prepare_conv(Op& op) {
 // Inference batch norm folded into a per-channel scale and shift, computed once at init.
 Error prepare_batch_norm(Op& op) {
   const auto& a = op.args;
-  ET_CHECK_OR_RETURN(a.size() == 10 && a[0]->is_tensor() && a[3]->is_tensor() && a[4]->is_tensor() && a[7]->is_tensor(),
-                     Error::InvalidArgument, "%s: batch norm arguments", kCudaBackendName);
-  const int64_t c = a[0]->to_tensor().dim() >= 2 ? a[0]->to_tensor().size(1) : 0;
+  const int64_t c = a[0]->to_tensor().size(1);
   auto host = [&](EValue* v, float fill) -> std::vector<float> {
     std::vector<float> out(static_cast<size_t>(c), fill);
     if (v->is_tensor() && v->to_tensor().numel() == c) {
@@ -221,17 +215,12 @@ Error run(const Op& op, cudaStream_t stream) {
   const auto& a = op.args;
   const char* name = op.name.c_str();
   cudaError_t status = cudaSuccess;
-  switch (op.kind) {
+  switch (op.plan.kind) {
     case OpKind::Unary: {
       ET_CHECK_OR_RETURN(a.size() >= 2, Error::InvalidArgument, "%s: %s needs input and output", kCudaBackendName, name);
       ET_TRY(check_float(a[0], name, 0));
       ET_TRY(check_float(a[a.size() - 1], name, a.size() - 1));
-      if (op.unary == Unary::Gelu && a.size() == 3 && a[1]->tag() == EValue::Tag::String &&
-          a[1]->to_string().size() == 4 && std::memcmp(a[1]->to_string().data(), "tanh", 4) == 0) {
-        status = launch_unary(Unary::GeluTanh, fp(a[0]), fp(a[2]), a[0]->to_tensor().numel(), stream);
-      } else {
-        status = launch_unary(op.unary, fp(a[0]), fp(a[a.size() - 1]), a[0]->to_tensor().numel(), stream);
-      }
+      status = launch_unary(op.plan.unary, fp(a[0]), fp(a[a.size() - 1]), a[0]->to_tensor().numel(), stream);
       break;
     }
     case OpKind::Binary: {
@@ -273,13 +262,13 @@ Error run(const Op& op, cudaStream_t stream) {
       } else {
         scalar = static_cast<float>(a[1]->scalar_as_double());
       }
-      status = launch_binary(op.binary, fp(a[0]), b, scalar, alpha, fp(out), o.numel(), shape, stream);
+      status = launch_binary(op.plan.binary, fp(a[0]), b, scalar, alpha, fp(out), o.numel(), shape, stream);
       break;
     }
     case OpKind::Addmm:
     case OpKind::Mm: {
       // Through the shim library, on the current stream (execute() set it).
-      const AOTITorchError e = op.kind == OpKind::Addmm
+      const AOTITorchError e = op.plan.kind == OpKind::Addmm
           ? aoti_torch_cuda_addmm_out(op.shim[3].handle, op.shim[0].handle, op.shim[1].handle, op.shim[2].handle,
                                       a[3]->scalar_as_double(), a[4]->scalar_as_double())
           : aoti_torch_cuda_mm_out(op.shim[2].handle, op.shim[0].handle, op.shim[1].handle);
@@ -297,7 +286,7 @@ Error run(const Op& op, cudaStream_t stream) {
       ET_CHECK_OR_RETURN(x.dim() > 0 && (dim == -1 || dim == x.dim() - 1), Error::NotSupported,
                          "%s: %s only over the last dimension", kCudaBackendName, name);
       const int64_t cols = x.size(x.dim() - 1);
-      status = launch_softmax(fp(a[0]), fp(a[3]), cols ? x.numel() / cols : 0, cols, op.kind == OpKind::LogSoftmax, stream);
+      status = launch_softmax(fp(a[0]), fp(a[3]), cols ? x.numel() / cols : 0, cols, op.plan.kind == OpKind::LogSoftmax, stream);
       break;
     }
     case OpKind::LayerNorm: {
@@ -320,7 +309,7 @@ Error run(const Op& op, cudaStream_t stream) {
       break;
     }
     case OpKind::Conv: {
-      const int64_t* v = op.ints;
+      const int64_t* v = op.plan.ints;
       const int64_t groups = v[13], cg = v[1] / groups, hw = v[14] * v[15];
       status = launch_fill_planes(a[2]->is_tensor() ? fp(a[2]) : nullptr, fp(a[9]), v[0] * v[4], v[4], hw, stream);
       for (int64_t b = 0; b < v[0] && status == cudaSuccess; ++b) {
@@ -346,21 +335,14 @@ Error run(const Op& op, cudaStream_t stream) {
     }
     case OpKind::MaxPool:
     case OpKind::AvgPool: {
-      const bool is_max = op.kind == OpKind::MaxPool;
-      ET_CHECK_OR_RETURN(a.size() == 8 && a[0]->is_tensor() && a[0]->to_tensor().dim() == 4, Error::InvalidArgument,
-                         "%s: %s arguments", kCudaBackendName, name);
+      const bool is_max = op.plan.kind == OpKind::MaxPool;
       const Tensor& x = a[0]->to_tensor();
       EValue* out = a[is_max ? 6 : 7];
       const Tensor& o = out->to_tensor();
-      const int64_t kh = pair_value(a[1], 0, 1), kw = pair_value(a[1], 1, 1);
-      const int64_t sh = pair_value(a[2], 0, kh), sw = pair_value(a[2], 1, kw);
-      const int64_t ph = pair_value(a[3], 0, 0), pw = pair_value(a[3], 1, 0);
-      const int64_t dh = is_max ? pair_value(a[4], 0, 1) : 1, dw = is_max ? pair_value(a[4], 1, 1) : 1;
-      const bool include_pad = !is_max && a[5]->scalar_as_double() != 0;
-      ET_CHECK_OR_RETURN(is_max || a[6]->is_none(), Error::NotSupported, "%s: avg_pool2d divisor_override", kCudaBackendName);
+      const int64_t* v = op.plan.ints;
       status = launch_pool2d(fp(a[0]), fp(out), is_max ? a[7]->to_tensor().data_ptr<int64_t>() : nullptr, is_max,
-                             x.size(0) * x.size(1), x.size(2), x.size(3), o.size(2), o.size(3), kh, kw, sh, sw, ph, pw, dh,
-                             dw, include_pad, stream);
+                             x.size(0) * x.size(1), x.size(2), x.size(3), o.size(2), o.size(3), v[0], v[1], v[2], v[3],
+                             v[4], v[5], v[6], v[7], v[8] != 0, stream);
       break;
     }
     case OpKind::Mean: {
@@ -393,18 +375,69 @@ Error run(const Op& op, cudaStream_t stream) {
   return ecuda::to_error(status, name);
 }
 
+bool graphs_enabled() {
+  static const bool enabled = [] {
+    const char* v = std::getenv("EXECUTORCH_CUDA_GRAPHS");
+    return v == nullptr || std::strcmp(v, "0") != 0;
+  }();
+  return enabled;
+}
+
+// Runs the delegate's ops on `stream`: eagerly on the first call (and on streams that cannot be
+// captured: the legacy default stream, or one the caller is already capturing, into which the
+// kernels then go), from the graph afterwards.
+Error run_ops(Delegate& d, cudaStream_t stream) {
+  cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
+  ET_TRY(ecuda::to_error(cudaStreamIsCapturing(stream, &capturing), "CudaBackend: stream state"));
+  const bool capturable = graphs_enabled() && stream != nullptr && capturing == cudaStreamCaptureStatusNone;
+  if (!capturable || d.runs++ == 0) {
+    for (const Op& op : d.ops) ET_TRY(run(op, stream));
+    return Error::Ok;
+  }
+  if (d.graph.exec == nullptr) {
+    d.graph.reset();
+    ET_TRY(ecuda::to_error(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), "CudaBackend: graph capture"));
+    Error failed = Error::Ok;
+    for (const Op& op : d.ops) {
+      if ((failed = run(op, stream)) != Error::Ok) break;
+    }
+    const cudaError_t ended = cudaStreamEndCapture(stream, &d.graph.graph);
+    if (failed != Error::Ok || ended != cudaSuccess) {
+      d.graph.reset();
+      cudaGetLastError();
+      return failed != Error::Ok ? failed : ecuda::to_error(ended, "CudaBackend: graph capture");
+    }
+    const cudaError_t made = cudaGraphInstantiate(&d.graph.exec, d.graph.graph, 0);
+    if (made != cudaSuccess) {
+      d.graph.reset();
+      d.runs = 0;  // the next call runs eagerly, then tries again
+      return ecuda::to_error(made, "CudaBackend: graph instantiation");
+    }
+  }
+  return ecuda::to_error(cudaGraphLaunch(d.graph.exec, stream), "CudaBackend: graph launch");
+}
+
 class CudaBackend final : public runtime::BackendInterface {
  public:
   bool is_available() const override {
     int devices = 0;
-    // No driver, no device, or a driver older than the runtime all mean "not here".
-    return cudaGetDeviceCount(&devices) == cudaSuccess && devices > 0;
+    // No driver, no device, a driver older than the runtime, or a device this library has no code
+    // for all mean "not here".
+    return cudaGetDeviceCount(&devices) == cudaSuccess && devices > 0 && kernels_loadable() == cudaSuccess;
   }
 
   runtime::Result<runtime::DelegateHandle*> init(Span<const uint8_t> processed,
-                                                 Span<const runtime::CompileSpec> /*specs*/) const override {
-    if (!is_available()) {
+                                                 Span<const runtime::CompileSpec> specs) const override {
+    int devices = 0;
+    if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
+      cudaGetLastError();
       return ET_ERROR(Error::DelegateInvalidCompatibility, "%s: no usable CUDA device", kCudaBackendName);
+    }
+    ET_TRY(check_archs(specs));
+    if (const cudaError_t e = kernels_loadable(); e != cudaSuccess) {
+      cudaGetLastError();
+      return ET_ERROR(Error::DelegateInvalidCompatibility, "%s: this build has no GPU code for the device (%s)",
+                      kCudaBackendName, cudaGetErrorString(e));
     }
     auto d = std::unique_ptr<Delegate>(new (std::nothrow) Delegate());
     if (!d) return ET_ERROR(Error::MemoryAllocationFailed, "%s: out of host memory", kCudaBackendName);
@@ -447,33 +480,13 @@ class CudaBackend final : public runtime::BackendInterface {
       ET_CHECK_OR_RETURN(name != nullptr, Error::NotSupported, "%s: instruction %zu is not a kernel call",
                          kCudaBackendName, k);
       Op op{};
-      ET_CHECK_OR_RETURN(classify(name, &op), Error::NotSupported, "%s does not implement %s", kCudaBackendName, name);
       op.args = m.instruction_args(k);
       op.name = name;
-      if (op.kind == OpKind::Conv) ET_TRY(prepare_conv(op));
-      if (op.kind == OpKind::BatchNorm) ET_TRY(prepare_batch_norm(op));
-      if (op.kind == OpKind::Mean) {
-        // Only reductions over trailing dimensions (as adaptive average pooling to 1x1 lowers to).
-        ET_CHECK_OR_RETURN(op.args.size() == 5 && op.args[0]->is_tensor() && op.args[1]->is_int_list(),
-                           Error::NotSupported, "%s: mean arguments", kCudaBackendName);
-        const int rank = op.args[0]->to_tensor().dim();
-        std::vector<bool> reduced(static_cast<size_t>(rank), false);
-        for (int64_t d : op.args[1]->to_int_list()) reduced[static_cast<size_t>(d < 0 ? d + rank : d)] = true;
-        bool trailing = true, seen = false;
-        for (int d = 0; d < rank; ++d) {
-          if (reduced[static_cast<size_t>(d)]) seen = true;
-          else if (seen) trailing = false;
-        }
-        ET_CHECK_OR_RETURN(trailing, Error::NotSupported, "%s: mean over non-trailing dimensions", kCudaBackendName);
-      }
-      if (op.kind == OpKind::Addmm || op.kind == OpKind::Mm) {
-        const size_t expected = op.kind == OpKind::Addmm ? 6 : 3;
-        ET_CHECK_OR_RETURN(op.args.size() == expected && op.args[0]->is_tensor(), Error::InvalidProgram,
-                           "%s: %s has %zu arguments", kCudaBackendName, name, op.args.size());
-        const std::vector<size_t> tensors = op.kind == OpKind::Addmm ? std::vector<size_t>{0, 1, 2, 5}
-                                                                      : std::vector<size_t>{0, 1, 2};
-        for (size_t t : tensors) {
-          ET_TRY(check_float(op.args[t], name, t));
+      ET_TRY(plan_op(name, op.args, &op.plan));
+      if (op.plan.kind == OpKind::Conv) ET_TRY(prepare_conv(op));
+      if (op.plan.kind == OpKind::BatchNorm) ET_TRY(prepare_batch_norm(op));
+      if (op.plan.kind == OpKind::Addmm || op.plan.kind == OpKind::Mm) {
+        for (size_t t : op.plan.kind == OpKind::Addmm ? std::vector<size_t>{0, 1, 2, 5} : std::vector<size_t>{0, 1, 2}) {
           op.shim.emplace_back();
           ET_TRY(shim_view(op.args[t], &op.shim.back()));
         }
@@ -506,7 +519,7 @@ class CudaBackend final : public runtime::BackendInterface {
     }
     {
       ecuda::StreamGuard on_stream(stream);  // the shims run on the current stream
-      for (const Op& op : d->ops) ET_TRY(run(op, stream));
+      ET_TRY(run_ops(*d, stream));
     }
     bool to_host = false;
     for (size_t i = 0; i < n_out; ++i) {

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import operator
+import re
 from dataclasses import dataclass
 from typing import Any, Sequence
 
@@ -291,14 +292,21 @@ def export(
     method_name: str = "forward",
     metadata: dict[str, str] | None = None,
     backend: str | None = None,
+    cuda_archs: Sequence[str] | None = None,
 ) -> bytes:
     """The .pte bytes of `module` traced with `example_inputs` (shapes are fixed to theirs).
 
     backend="cuda" delegates every run of operators CudaBackend implements (float32) to it; the
     rest stays with the CPU kernels. Such a program needs a CUDA device where it is loaded.
+    cuda_archs (e.g. ["sm_90", "compute_90"]) restricts it to devices of those architectures
+    (real code) or newer (PTX); loading elsewhere fails with an error naming both.
     """
     if backend not in (None, "cpu", "cuda"):
         raise ExportError(f"unknown backend {backend!r}: use None (CPU) or 'cuda'")
+    if cuda_archs is not None:
+        bad = [a for a in cuda_archs if not re.fullmatch(r"(sm|compute)_[0-9]{2,3}", a)]
+        if backend != "cuda" or bad or not cuda_archs:
+            raise ExportError(f"cuda_archs needs backend='cuda' and names like 'sm_90' or 'compute_90', got {list(cuda_archs)}")
     module = module.eval()
     with torch.no_grad():
         try:
@@ -312,5 +320,6 @@ def export(
     if backend == "cuda":
         from executorch.export._partition import delegate_to_cuda
 
-        meta["cuda_delegate_calls"] = str(delegate_to_cuda(plan_, constants, segments))
+        specs = {"cuda_archs": ",".join(cuda_archs).encode()} if cuda_archs else {}
+        meta["cuda_delegate_calls"] = str(delegate_to_cuda(plan_, constants, segments, specs))
     return serialize(ProgramSpec(plans=[plan_], segments=segments, metadata=meta))

@@ -198,9 +198,11 @@ def _drop_unused_constants(p: Plan, constants: bytes) -> bytes:
     return bytes(blob)
 
 
-def delegate_to_cuda(p: Plan, constants: bytes, segments: list[bytes]) -> int:
+def delegate_to_cuda(p: Plan, constants: bytes, segments: list[bytes],
+                     compile_specs: dict[str, bytes] | None = None) -> int:
     """Rewrites `p` in place; appends payloads to `segments` (segments[0], the constants, shrinks to
-    what the CPU part still reads). Returns the number of delegate calls."""
+    what the CPU part still reads); each delegate call carries `compile_specs`. Returns the number of
+    delegate calls."""
     runs = _runs(p)
     if not runs:
         return 0
@@ -210,7 +212,8 @@ def delegate_to_cuda(p: Plan, constants: bytes, segments: list[bytes]) -> int:
         new_instructions += p.instructions[previous:lo]
         payload, inputs, outputs = _subprogram(p, constants, lo, hi)
         segments.append(payload)
-        p.delegates.append(Delegate(backend_id=BACKEND_ID, segment=len(segments) - 1))
+        p.delegates.append(Delegate(backend_id=BACKEND_ID, segment=len(segments) - 1,
+                                    compile_specs=dict(compile_specs or {})))
         new_instructions.append(DelegateCall(len(p.delegates) - 1, inputs + outputs))
         previous = hi
     new_instructions += p.instructions[previous:]

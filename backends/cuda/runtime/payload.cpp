@@ -1,0 +1,320 @@
+#include <executorch/backends/cuda/runtime/payload.h>
+
+#include <cstring>
+#include <string>
+
+#include <executorch/backends/cuda/runtime/cuda_backend.h>
+#include <executorch/runtime/core/log.h>
+#include <executorch/runtime/executor/data_loader.h>
+#include <executorch/runtime/executor/method.h>
+#include <executorch/runtime/executor/program.h>
+
+namespace executorch {
+namespace backends {
+namespace cuda {
+namespace {
+
+using runtime::Error;
+using runtime::EValue;
+using runtime::Span;
+using runtime::Tensor;
+
+bool is_float(const EValue* v) { return v->is_tensor() && v->to_tensor().scalar_type() == runtime::ScalarType::Float; }
+
+// Each check names the operator and the argument.
+#define PAYLOAD_CHECK(cond, ...) ET_CHECK_OR_RETURN(cond, Error::InvalidProgram, __VA_ARGS__)
+
+Error need_float(const EValue* v, const char* op, size_t i) {
+  PAYLOAD_CHECK(is_float(v), "%s %s: argument %zu must be a float32 tensor", kCudaBackendName, op, i);
+  return Error::Ok;
+}
+
+Error need_numel(const EValue* v, int64_t numel, const char* op, size_t i) {
+  ET_TRY(need_float(v, op, i));
+  PAYLOAD_CHECK(v->to_tensor().numel() == numel, "%s %s: argument %zu has %lld elements, expected %lld",
+                kCudaBackendName, op, i, static_cast<long long>(v->to_tensor().numel()), static_cast<long long>(numel));
+  return Error::Ok;
+}
+
+Error need_int(const EValue* v, const char* op, size_t i) {
+  PAYLOAD_CHECK(v->is_int(), "%s %s: argument %zu must be an integer", kCudaBackendName, op, i);
+  return Error::Ok;
+}
+
+Error need_number(const EValue* v, const char* op, size_t i) {
+  PAYLOAD_CHECK(v->is_int() || v->is_double() || v->is_bool(), "%s %s: argument %zu must be a number",
+                kCudaBackendName, op, i);
+  return Error::Ok;
+}
+
+// Element `i` of a 1- or 2-element int list (an empty list or None gives `fallback`).
+Error pair_at(const EValue* v, int i, int64_t fallback, const char* op, int64_t* out) {
+  if (v->is_none() || (v->is_int_list() && v->to_int_list().size() == 0)) return *out = fallback, Error::Ok;
+  PAYLOAD_CHECK(v->is_int_list() && v->to_int_list().size() <= 2, "%s %s: expected a list of 1 or 2 integers",
+                kCudaBackendName, op);
+  const auto l = v->to_int_list();
+  *out = l.size() == 1 ? l[0] : l[static_cast<size_t>(i)];
+  return Error::Ok;
+}
+
+bool classify(const std::string& name, OpPlan* op) {
+  static const struct { const char* name; Unary op; } unary[] = {
+      {"aten::relu", Unary::Relu},       {"aten::silu", Unary::Silu},   {"aten::sigmoid", Unary::Sigmoid},
+      {"aten::tanh", Unary::Tanh},       {"aten::neg", Unary::Neg},     {"aten::exp", Unary::Exp},
+      {"aten::rsqrt", Unary::Rsqrt},     {"aten::gelu", Unary::Gelu},
+  };
+  static const struct { const char* name; Binary op; } binary[] = {
+      {"aten::add.Tensor", Binary::Add}, {"aten::sub.Tensor", Binary::Sub}, {"aten::mul.Tensor", Binary::Mul},
+      {"aten::div.Tensor", Binary::Div}, {"aten::mul.Scalar", Binary::Mul}, {"aten::add.Scalar", Binary::Add},
+  };
+  static const struct { const char* name; OpKind kind; } other[] = {
+      {"aten::addmm", OpKind::Addmm},
+      {"aten::mm", OpKind::Mm},
+      {"aten::_softmax", OpKind::Softmax},
+      {"aten::_log_softmax", OpKind::LogSoftmax},
+      {"aten::native_layer_norm", OpKind::LayerNorm},
+      {"aten::view", OpKind::Copy},
+      {"aten::_unsafe_view", OpKind::Copy},
+      {"aten::clone", OpKind::Copy},
+      {"aten::unsqueeze", OpKind::Copy},
+      {"aten::squeeze.dims", OpKind::Copy},
+      {"aten::squeeze.dim", OpKind::Copy},
+      {"aten::permute", OpKind::Permute},
+      {"aten::convolution", OpKind::Conv},
+      {"aten::_native_batch_norm_legit_no_training", OpKind::BatchNorm},
+      {"aten::max_pool2d_with_indices", OpKind::MaxPool},
+      {"aten::avg_pool2d", OpKind::AvgPool},
+      {"aten::mean.dim", OpKind::Mean},
+  };
+  for (const auto& u : unary) {
+    if (name == u.name) return op->kind = OpKind::Unary, op->unary = u.op, true;
+  }
+  for (const auto& b : binary) {
+    if (name == b.name) return op->kind = OpKind::Binary, op->binary = b.op, true;
+  }
+  for (const auto& o : other) {
+    if (name == o.name) return op->kind = o.kind, true;
+  }
+  return false;
+}
+
+Error plan_conv(Span<EValue*> a, const char* op, OpPlan* plan) {
+  PAYLOAD_CHECK(a.size() == 10, "%s %s: %zu arguments", kCudaBackendName, op, a.size());
+  ET_TRY(need_float(a[0], op, 0));
+  ET_TRY(need_float(a[1], op, 1));
+  ET_TRY(need_float(a[9], op, 9));
+  PAYLOAD_CHECK(a[2]->is_none() || is_float(a[2]), "%s %s: bias must be float32 or None", kCudaBackendName, op);
+  ET_TRY(need_number(a[6], op, 6));
+  ET_TRY(need_int(a[8], op, 8));
+  PAYLOAD_CHECK(!a[6]->scalar_as_double(), "%s: only non-transposed convolution", kCudaBackendName);
+  const Tensor &x = a[0]->to_tensor(), &wt = a[1]->to_tensor(), &o = a[9]->to_tensor();
+  PAYLOAD_CHECK(x.dim() == 4 && wt.dim() == 4 && o.dim() == 4, "%s: only 2-D convolution (4-D tensors)", kCudaBackendName);
+  int64_t* v = plan->ints;
+  v[0] = x.size(0), v[1] = x.size(1), v[2] = x.size(2), v[3] = x.size(3), v[4] = wt.size(0), v[5] = wt.size(2),
+  v[6] = wt.size(3);
+  for (int i = 0; i < 2; ++i) {
+    ET_TRY(pair_at(a[3], i, 1, op, &v[7 + i]));
+    ET_TRY(pair_at(a[4], i, 0, op, &v[9 + i]));
+    ET_TRY(pair_at(a[5], i, 1, op, &v[11 + i]));
+  }
+  v[13] = a[8]->to_int(), v[14] = o.size(2), v[15] = o.size(3);
+  const int64_t groups = v[13];
+  PAYLOAD_CHECK(groups > 0 && v[1] % groups == 0 && v[4] % groups == 0 && wt.size(1) == v[1] / groups &&
+                    o.size(0) == v[0] && o.size(1) == v[4],
+                "%s: convolution channels do not split into groups", kCudaBackendName);
+  PAYLOAD_CHECK(v[7] > 0 && v[8] > 0 && v[9] >= 0 && v[10] >= 0 && v[11] > 0 && v[12] > 0 && v[5] > 0 && v[6] > 0,
+                "%s: convolution stride, padding or dilation out of range", kCudaBackendName);
+  for (int d = 0; d < 2; ++d) {
+    const int64_t in = v[2 + d], k = v[5 + d], s = v[7 + d], p = v[9 + d], dil = v[11 + d], out = v[14 + d];
+    PAYLOAD_CHECK(in + 2 * p >= dil * (k - 1) + 1 && out == (in + 2 * p - dil * (k - 1) - 1) / s + 1,
+                  "%s: convolution output size %lld disagrees with its input", kCudaBackendName, static_cast<long long>(out));
+  }
+  if (a[2]->is_tensor()) ET_TRY(need_numel(a[2], v[4], op, 2));
+  return Error::Ok;
+}
+
+Error plan_pool(Span<EValue*> a, const char* op, bool is_max, OpPlan* plan) {
+  PAYLOAD_CHECK(a.size() == 8, "%s %s: %zu arguments", kCudaBackendName, op, a.size());
+  ET_TRY(need_float(a[0], op, 0));
+  const Tensor& x = a[0]->to_tensor();
+  EValue* out = a[is_max ? 6 : 7];
+  ET_TRY(need_float(out, op, is_max ? 6 : 7));
+  const Tensor& o = out->to_tensor();
+  PAYLOAD_CHECK(x.dim() == 4 && o.dim() == 4 && o.size(0) == x.size(0) && o.size(1) == x.size(1),
+                "%s %s: needs 4-D input and output of the same planes", kCudaBackendName, op);
+  int64_t* v = plan->ints;  // kh, kw, sh, sw, ph, pw, dh, dw, count_include_pad
+  for (int i = 0; i < 2; ++i) {
+    ET_TRY(pair_at(a[1], i, 1, op, &v[i]));
+    ET_TRY(pair_at(a[2], i, v[i], op, &v[2 + i]));
+    ET_TRY(pair_at(a[3], i, 0, op, &v[4 + i]));
+    v[6 + i] = 1;
+    if (is_max) ET_TRY(pair_at(a[4], i, 1, op, &v[6 + i]));
+  }
+  PAYLOAD_CHECK(v[0] > 0 && v[1] > 0 && v[2] > 0 && v[3] > 0 && v[4] >= 0 && v[5] >= 0 && v[6] > 0 && v[7] > 0,
+                "%s %s: window, stride, padding or dilation out of range", kCudaBackendName, op);
+  if (is_max) {
+    PAYLOAD_CHECK(a[7]->is_tensor() && a[7]->to_tensor().scalar_type() == runtime::ScalarType::Long &&
+                      a[7]->to_tensor().numel() == o.numel(),
+                  "%s %s: indices must be int64 and shaped like the output", kCudaBackendName, op);
+  } else {
+    ET_TRY(need_number(a[5], op, 5));
+    PAYLOAD_CHECK(a[6]->is_none(), "%s: avg_pool2d divisor_override", kCudaBackendName);
+    v[8] = a[5]->scalar_as_double() != 0;
+  }
+  return Error::Ok;
+}
+
+Error plan_mean(Span<EValue*> a, const char* op) {
+  // Only reductions over trailing dimensions (as adaptive average pooling to 1x1 lowers to).
+  PAYLOAD_CHECK(a.size() == 5 && a[1]->is_int_list(), "%s %s: arguments", kCudaBackendName, op);
+  ET_TRY(need_float(a[0], op, 0));
+  ET_TRY(need_float(a[4], op, 4));
+  const int rank = a[0]->to_tensor().dim();
+  std::vector<bool> reduced(static_cast<size_t>(rank), false);
+  for (int64_t d : a[1]->to_int_list()) {
+    PAYLOAD_CHECK(d >= -rank && d < rank, "%s %s: dimension %lld out of range", kCudaBackendName, op,
+                  static_cast<long long>(d));
+    reduced[static_cast<size_t>(d < 0 ? d + rank : d)] = true;
+  }
+  bool trailing = true, seen = false;
+  int64_t kept = 1;
+  for (int d = 0; d < rank; ++d) {
+    if (reduced[static_cast<size_t>(d)]) seen = true;
+    else if (seen) trailing = false;
+    else kept *= a[0]->to_tensor().size(d);
+  }
+  PAYLOAD_CHECK(trailing, "%s: mean over non-trailing dimensions", kCudaBackendName);
+  return need_numel(a[4], kept, op, 4);
+}
+
+}  // namespace
+
+Error plan_op(const char* name, Span<EValue*> a, OpPlan* plan) {
+  ET_CHECK_OR_RETURN(classify(name, plan), Error::NotSupported, "%s does not implement %s", kCudaBackendName, name);
+  const size_t n = a.size();
+  PAYLOAD_CHECK(n >= 2, "%s %s: %zu arguments", kCudaBackendName, name, n);
+  for (size_t i = 0; i < n; ++i) PAYLOAD_CHECK(a[i] != nullptr, "%s %s: argument %zu missing", kCudaBackendName, name, i);
+  switch (plan->kind) {
+    case OpKind::Unary:
+      ET_TRY(need_float(a[0], name, 0));
+      ET_TRY(need_numel(a[n - 1], a[0]->to_tensor().numel(), name, n - 1));
+      PAYLOAD_CHECK(n == 2 || (plan->unary == Unary::Gelu && n == 3 && a[1]->tag() == EValue::Tag::String),
+                    "%s %s: %zu arguments", kCudaBackendName, name, n);
+      if (n == 3 && a[1]->to_string().size() == 4 && std::memcmp(a[1]->to_string().data(), "tanh", 4) == 0) {
+        plan->unary = Unary::GeluTanh;
+      }
+      return Error::Ok;
+    case OpKind::Binary:
+      PAYLOAD_CHECK(n == 3 || n == 4, "%s %s: %zu arguments", kCudaBackendName, name, n);
+      ET_TRY(need_float(a[0], name, 0));
+      ET_TRY(need_float(a[n - 1], name, n - 1));
+      PAYLOAD_CHECK(is_float(a[1]) || a[1]->is_int() || a[1]->is_double(), "%s %s: other must be float32 or a number",
+                    kCudaBackendName, name);
+      if (n == 4) ET_TRY(need_number(a[2], name, 2));
+      PAYLOAD_CHECK(a[n - 1]->to_tensor().dim() <= kMaxOpDims, "%s %s: more than %d dimensions", kCudaBackendName, name,
+                    kMaxOpDims);
+      return Error::Ok;  // broadcasting is checked against the shapes on each call
+    case OpKind::Addmm:
+    case OpKind::Mm: {
+      const bool addmm = plan->kind == OpKind::Addmm;
+      PAYLOAD_CHECK(n == (addmm ? 6u : 3u), "%s %s: %zu arguments", kCudaBackendName, name, n);
+      for (size_t t : addmm ? std::vector<size_t>{0, 1, 2, 5} : std::vector<size_t>{0, 1, 2}) {
+        ET_TRY(need_float(a[t], name, t));
+      }
+      if (addmm) {
+        ET_TRY(need_number(a[3], name, 3));
+        ET_TRY(need_number(a[4], name, 4));
+      }
+      return Error::Ok;  // the shim library checks the matrix shapes
+    }
+    case OpKind::Softmax:
+    case OpKind::LogSoftmax: {
+      PAYLOAD_CHECK(n == 4, "%s %s: %zu arguments", kCudaBackendName, name, n);
+      ET_TRY(need_float(a[0], name, 0));
+      ET_TRY(need_int(a[1], name, 1));
+      ET_TRY(need_numel(a[3], a[0]->to_tensor().numel(), name, 3));
+      const int64_t dim = a[1]->to_int(), rank = a[0]->to_tensor().dim();
+      PAYLOAD_CHECK(rank > 0 && (dim == -1 || dim == rank - 1), "%s: %s only over the last dimension", kCudaBackendName,
+                    name);
+      return Error::Ok;
+    }
+    case OpKind::LayerNorm: {
+      PAYLOAD_CHECK(n == 8 && a[1]->is_int_list(), "%s %s: arguments", kCudaBackendName, name);
+      ET_TRY(need_float(a[0], name, 0));
+      ET_TRY(need_number(a[4], name, 4));
+      const Tensor& x = a[0]->to_tensor();
+      int64_t cols = 1;
+      const auto shape = a[1]->to_int_list();
+      PAYLOAD_CHECK(static_cast<int>(shape.size()) <= x.dim(), "%s %s: normalized shape", kCudaBackendName, name);
+      for (size_t i = 0; i < shape.size(); ++i) {
+        PAYLOAD_CHECK(shape[i] == x.size(x.dim() - static_cast<int>(shape.size()) + static_cast<int>(i)),
+                      "%s %s: normalized shape differs from the input's", kCudaBackendName, name);
+        cols *= shape[i];
+      }
+      const int64_t rows = cols ? x.numel() / cols : 0;
+      for (size_t i : {2, 3}) {
+        if (!a[i]->is_none()) ET_TRY(need_numel(a[i], cols, name, i));
+      }
+      ET_TRY(need_numel(a[5], x.numel(), name, 5));
+      ET_TRY(need_numel(a[6], rows, name, 6));
+      return need_numel(a[7], rows, name, 7);
+    }
+    case OpKind::Copy:
+    case OpKind::Permute:
+      PAYLOAD_CHECK(a[0]->is_tensor() && a[n - 1]->is_tensor(), "%s %s: input and output must be tensors",
+                    kCudaBackendName, name);
+      PAYLOAD_CHECK(plan->kind == OpKind::Copy || (n == 3 && a[1]->is_int_list()), "%s %s: arguments", kCudaBackendName,
+                    name);
+      return Error::Ok;  // byte counts and permutations are checked on each call
+    case OpKind::Conv:
+      return plan_conv(a, name, plan);
+    case OpKind::BatchNorm: {
+      PAYLOAD_CHECK(n == 10, "%s %s: %zu arguments", kCudaBackendName, name, n);
+      ET_TRY(need_float(a[0], name, 0));
+      ET_TRY(need_number(a[6], name, 6));
+      const Tensor& x = a[0]->to_tensor();
+      PAYLOAD_CHECK(x.dim() >= 2, "%s %s: input needs a channel dimension", kCudaBackendName, name);
+      for (size_t i : {1, 2, 3, 4}) {
+        if (!a[i]->is_none()) ET_TRY(need_numel(a[i], x.size(1), name, i));
+      }
+      PAYLOAD_CHECK(a[3]->is_tensor() && a[4]->is_tensor(), "%s %s: running statistics are required", kCudaBackendName,
+                    name);
+      return need_numel(a[7], x.numel(), name, 7);
+    }
+    case OpKind::MaxPool:
+    case OpKind::AvgPool:
+      return plan_pool(a, name, plan->kind == OpKind::MaxPool, plan);
+    case OpKind::Mean:
+      return plan_mean(a, name);
+  }
+  return Error::Ok;
+}
+
+runtime::Result<size_t> check_payload(Span<const uint8_t> payload, uint64_t max_planned_bytes) {
+  auto loader = runtime::OwnedBufferDataLoader::copy_of(payload.data(), payload.size());
+  ET_TRY(loader);
+  auto program = runtime::Program::load(std::move(loader.get()));
+  ET_TRY(program);
+  const char* method_name = program.get()->method_name(0);
+  auto sizes = program.get()->planned_buffer_sizes(method_name);
+  ET_TRY(sizes);
+  uint64_t total = 0;
+  for (uint64_t s : sizes.get()) total += s > max_planned_bytes ? max_planned_bytes + 1 : s;
+  ET_CHECK_OR_RETURN(total <= max_planned_bytes, Error::MemoryAllocationFailed, "%s payload plans more than %llu bytes",
+                     kCudaBackendName, static_cast<unsigned long long>(max_planned_bytes));
+  auto method = program.get()->load_method(method_name);
+  ET_TRY(method);
+  runtime::Method& m = *method.get();
+  for (size_t k = 0; k < m.num_instructions(); ++k) {
+    const char* name = m.instruction_operator(k);
+    ET_CHECK_OR_RETURN(name != nullptr, Error::NotSupported, "%s: instruction %zu is not a kernel call",
+                       kCudaBackendName, k);
+    OpPlan plan;
+    ET_TRY(plan_op(name, m.instruction_args(k), &plan));
+  }
+  return m.num_instructions();
+}
+
+}  // namespace cuda
+}  // namespace backends
+}  // namespace executorch

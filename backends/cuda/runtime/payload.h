@@ -1,0 +1,40 @@
+#pragma once
+
+// What CudaBackend checks in a delegate payload before touching the device: each instruction's
+// operator and arguments (kinds, dtypes, shapes), so that no kernel ever indexes outside a tensor.
+// Pure C++: it builds and is fuzzed without CUDA.
+#include <cstdint>
+#include <vector>
+
+#include <executorch/backends/cuda/kernels/op_codes.h>
+#include <executorch/runtime/core/evalue.h>
+#include <executorch/runtime/core/result.h>
+#include <executorch/runtime/core/span.h>
+
+namespace executorch {
+namespace backends {
+namespace cuda {
+
+enum class OpKind {
+  Addmm, Mm, Unary, Binary, Softmax, LogSoftmax, LayerNorm, Copy, Permute, Conv, BatchNorm, MaxPool, AvgPool, Mean
+};
+
+// One checked instruction. Conv: ints = n, c, h, w, oc, kh, kw, stride h/w, pad h/w, dilation h/w,
+// groups, oh, ow. Pools: ints = kh, kw, sh, sw, ph, pw, dh, dw, count_include_pad.
+struct OpPlan {
+  OpKind kind = OpKind::Copy;
+  Unary unary = Unary::Relu;
+  Binary binary = Binary::Add;
+  int64_t ints[16] = {};
+};
+
+// Checks kernel call `name` with `args` (ATen schema order, outputs last) and fills `plan`.
+runtime::Error plan_op(const char* name, runtime::Span<runtime::EValue*> args, OpPlan* plan);
+
+// The payload on the CPU, as init sees it: loads it as a program, its method with host memory
+// (refused above `max_planned_bytes`), and plans every instruction. Returns the number of ops.
+runtime::Result<size_t> check_payload(runtime::Span<const uint8_t> payload, uint64_t max_planned_bytes);
+
+}  // namespace cuda
+}  // namespace backends
+}  // namespace executorch
