@@ -21,6 +21,10 @@ Error pair_at(Args args, size_t i, const char* op, const char* what, int64_t fal
     out[0] = v[0];
     out[1] = v.size() == 2 ? v[1] : v[0];
   }
+  // Real windows are small; the bound keeps the output-size arithmetic from overflowing.
+  constexpr int64_t kMaxWindow = int64_t{1} << 20;
+  KCHECK(out[0] >= -kMaxWindow && out[0] <= kMaxWindow && out[1] >= -kMaxWindow && out[1] <= kMaxWindow,
+         "%s: %s out of range", op, what);
   return Error::Ok;
 }
 

@@ -26,6 +26,10 @@ DeviceGuard::~DeviceGuard() {
 
 runtime::Error to_error(cudaError_t status, const char* what) {
   if (status == cudaSuccess) return runtime::Error::Ok;
+  // The runtime also keeps a failure as its "last error", which the next kernel launch's check would
+  // report as its own (a failed cudaMalloc in init made the next execute fail): the error is
+  // reported here, so consume it. Sticky errors (a faulted context) stay, as they must.
+  cudaGetLastError();
   runtime::Error error = runtime::Error::Internal;
   switch (status) {
     case cudaErrorMemoryAllocation:

@@ -88,8 +88,12 @@ def _segment_layout_cases(spec: ProgramSpec) -> Iterator[Case]:
     yield Case("segment_past_area", pte.serialize(spec, table[:-1] + [(end + 16, table[-1][1])]))
     yield Case("segment_size_past_area", pte.serialize(spec, table[:-1] + [(table[-1][0], end + 1)]))
     yield Case("segment_size_huge", pte.serialize(spec, table[:-1] + [(table[-1][0], U64_MAX)]))
-    if len(table) >= 2:
-        yield Case("segments_overlap", pte.serialize(spec, [table[0], (table[0][0], table[1][1])] + table[2:]))
+    filled = [i for i, (_, size) in enumerate(table) if size > 0]  # empty segments overlap nothing
+    if len(filled) >= 2:
+        i, j = filled[:2]
+        overlapping = list(table)
+        overlapping[j] = (table[i][0], table[j][1])
+        yield Case("segments_overlap", pte.serialize(spec, overlapping))
 
 
 def _layout(segments: list[bytes]) -> list[tuple[int, int]]:

@@ -129,20 +129,22 @@ def main() -> int:
     from malformed import read_corpus
 
     corpus = read_corpus(str(models.parent / "faults" / "cuda_corpus.bin"))
-    refused = ran = 0
+    refused, ran, wrong = 0, 0, []
     for case in corpus:
         try:
             program = rt.load_program(case.data)
             for name in program.method_names:
                 m = program.load_method(name)
                 m.execute([v if kind == "scalar" else np.zeros(v, dtype=np.float32) for kind, v in m.input_meta()])
-            assert not case.invalid, f"{case.name}: an invalid program ran"
             ran += 1
+            if case.invalid:
+                wrong.append(case.name)
         except ExecutorchError as e:
-            assert str(e).strip(), case.name
             refused += 1
+            if not str(e).strip():
+                wrong.append(case.name + " (no message)")
     print(f"   {len(corpus)} programs: {refused} refused with an error, {ran} damaged ones ran")
-    assert len(corpus) > 50
+    assert len(corpus) > 50 and not wrong, f"invalid programs that ran: {wrong}"
 
     print("== no GPU visible")
     code = ("import executorch.runtime as r, sys\n"

@@ -19,6 +19,9 @@ using runtime::EValue;
 using runtime::Span;
 using runtime::Tensor;
 
+// Windows, strides, paddings and dilations above this are refused (no real model comes close).
+constexpr int64_t kMaxWindow = int64_t{1} << 20;
+
 bool is_float(const EValue* v) { return v->is_tensor() && v->to_tensor().scalar_type() == runtime::ScalarType::Float; }
 
 // Each check names the operator and the argument.
@@ -122,8 +125,12 @@ Error plan_conv(Span<EValue*> a, const char* op, OpPlan* plan) {
   PAYLOAD_CHECK(groups > 0 && v[1] % groups == 0 && v[4] % groups == 0 && wt.size(1) == v[1] / groups &&
                     o.size(0) == v[0] && o.size(1) == v[4],
                 "%s: convolution channels do not split into groups", kCudaBackendName);
-  PAYLOAD_CHECK(v[7] > 0 && v[8] > 0 && v[9] >= 0 && v[10] >= 0 && v[11] > 0 && v[12] > 0 && v[5] > 0 && v[6] > 0,
-                "%s: convolution stride, padding or dilation out of range", kCudaBackendName);
+  for (int i = 5; i <= 12; ++i) {
+    // Kernel, stride and dilation at least 1, padding at least 0; all small enough that the size
+    // arithmetic below cannot overflow.
+    PAYLOAD_CHECK(v[i] >= (i == 9 || i == 10 ? 0 : 1) && v[i] <= kMaxWindow,
+                  "%s: convolution kernel, stride, padding or dilation out of range", kCudaBackendName);
+  }
   for (int d = 0; d < 2; ++d) {
     const int64_t in = v[2 + d], k = v[5 + d], s = v[7 + d], p = v[9 + d], dil = v[11 + d], out = v[14 + d];
     PAYLOAD_CHECK(in + 2 * p >= dil * (k - 1) + 1 && out == (in + 2 * p - dil * (k - 1) - 1) / s + 1,
@@ -150,8 +157,10 @@ Error plan_pool(Span<EValue*> a, const char* op, bool is_max, OpPlan* plan) {
     v[6 + i] = 1;
     if (is_max) ET_TRY(pair_at(a[4], i, 1, op, &v[6 + i]));
   }
-  PAYLOAD_CHECK(v[0] > 0 && v[1] > 0 && v[2] > 0 && v[3] > 0 && v[4] >= 0 && v[5] >= 0 && v[6] > 0 && v[7] > 0,
-                "%s %s: window, stride, padding or dilation out of range", kCudaBackendName, op);
+  for (int i = 0; i < 8; ++i) {
+    PAYLOAD_CHECK(v[i] >= (i == 4 || i == 5 ? 0 : 1) && v[i] <= kMaxWindow,
+                  "%s %s: window, stride, padding or dilation out of range", kCudaBackendName, op);
+  }
   if (is_max) {
     PAYLOAD_CHECK(a[7]->is_tensor() && a[7]->to_tensor().scalar_type() == runtime::ScalarType::Long &&
                       a[7]->to_tensor().numel() == o.numel(),
