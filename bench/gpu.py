@@ -1,6 +1,7 @@
-"""GPU latency of the CUDA delegate against torch eager (CUDA) on the test models.
+"""GPU latency of the CUDA delegate against torch eager (CUDA) on the test models, and GEMM
+throughput of the shim library (aoti_torch_cuda_mm_out) against torch.matmul.
 
-    python bench/gpu.py [--batches 1,32] [--repeat 50]
+    python bench/gpu.py [--batches 1,32] [--repeat 50] [--gemm 4096]
 
 Our side: the model exported with backend="cuda", run from Python with inputs in host memory
 (copied to the device and back by the delegate, as a CPU caller's would be). torch's side: the same
@@ -23,12 +24,66 @@ from bench.timing import median_ms  # noqa: E402
 from tests.models.zoo import MODELS  # noqa: E402
 
 
+def gemm_tflops(size: int, repeat: int) -> None:
+    """size^3 products in float16 and bfloat16 (and float32): ours through the shim library's C ABI
+    on torch-allocated device memory, torch.matmul on the same operands; CUDA events, median."""
+    import ctypes
+
+    import executorch
+
+    shims = ctypes.CDLL(str(Path(executorch.__file__).parent / "backends" / "cuda" / "libaoti_cuda_shims.so"))
+    codes = {torch.float16: shims.aoti_torch_dtype_float16(), torch.bfloat16: shims.aoti_torch_dtype_bfloat16(),
+             torch.float32: shims.aoti_torch_dtype_float32()}
+
+    def handle(t: torch.Tensor) -> ctypes.c_void_p:
+        h = ctypes.c_void_p()
+        sizes = (ctypes.c_int64 * 2)(*t.shape)
+        assert shims.aoti_torch_create_tensor_from_blob_v2(
+            ctypes.c_void_p(t.data_ptr()), 2, sizes, None, 0, codes[t.dtype], shims.aoti_torch_device_type_cuda(), 0,
+            ctypes.byref(h), shims.aoti_torch_layout_strided(), None, 0) == 0
+        return h
+
+    def timed(fn) -> float:
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        fn()
+        times = []
+        for _ in range(repeat):
+            start.record()
+            fn()
+            end.record()
+            end.synchronize()
+            times.append(start.elapsed_time(end))
+        return sorted(times)[len(times) // 2]
+
+    print(f"{'GEMM':10} {'dtype':>9} {'ours TF/s':>10} {'torch TF/s':>10} {'ratio':>6} {'rel err':>9}")
+    flops = 2 * size**3
+    for dtype in (torch.float16, torch.bfloat16, torch.float32):
+        a = torch.randn(size, size, device="cuda", dtype=dtype)
+        b = torch.randn(size, size, device="cuda", dtype=dtype)
+        c = torch.empty(size, size, device="cuda", dtype=dtype)
+        ha, hb, hc = handle(a), handle(b), handle(c)
+
+        def ours() -> None:
+            assert shims.aoti_torch_cuda_mm_out(hc, ha, hb) == 0
+
+        ours_ms, torch_ms = timed(ours), timed(lambda: torch.matmul(a, b))
+        ref = a.double() @ b.double()
+        err = float((c.double() - ref).norm() / ref.norm())
+        print(f"{size}^3{'':5} {str(dtype).split('.')[1]:>9} {flops / ours_ms / 1e9:10.1f} {flops / torch_ms / 1e9:10.1f} "
+              f"{torch_ms / ours_ms:6.2f} {err:9.2e}")
+        for h in (ha, hb, hc):
+            shims.aoti_torch_delete_tensor_object(h)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--batches", default="1,32")
     parser.add_argument("--repeat", type=int, default=50)
+    parser.add_argument("--gemm", type=int, default=4096, help="GEMM size (0: skip)")
     args = parser.parse_args()
     assert torch.cuda.is_available(), "needs a CUDA device"
+    if args.gemm:
+        gemm_tflops(args.gemm, args.repeat)
     print(f"{'model':10} {'batch':>5} {'calls':>5} {'ours ms':>9} {'torch ms':>9} {'ratio':>6} {'max |err|':>10}")
     for name in ("mlp", "cnn", "encoder"):
         for batch in (int(b) for b in args.batches.split(",")):

@@ -8,6 +8,7 @@
 
 #include <executorch/backends/cuda/shims/shims.h>
 #include <executorch/extension/cuda/cuda_stream.h>
+#include <executorch/runtime/core/log.h>
 #include <executorch/tests/cc/check.h>
 
 namespace {
@@ -102,6 +103,55 @@ void test_cuda(bool have_device) {
   std::printf("CUDA shims checked on the device\n");
 }
 
+// bfloat16 products run on cuBLAS where it loads; elsewhere the call fails and says so.
+void test_bfloat16_gemm() {
+  const int64_t m = 64, k = 96, n = 80;
+  auto to_bf16 = [](float f) {
+    uint32_t bits;
+    std::memcpy(&bits, &f, 4);
+    return static_cast<uint16_t>((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16);  // round to nearest even
+  };
+  auto from_bf16 = [](uint16_t h) {
+    const uint32_t bits = static_cast<uint32_t>(h) << 16;
+    float f;
+    std::memcpy(&f, &bits, 4);
+    return f;
+  };
+  std::vector<uint16_t> a(m * k), b(k * n), out(m * n, 0xFFFF);
+  for (size_t i = 0; i < a.size(); ++i) a[i] = to_bf16(std::sin(0.37f * i));
+  for (size_t i = 0; i < b.size(); ++i) b[i] = to_bf16(std::cos(0.11f * i));
+  auto device = [](std::vector<uint16_t>& host, int64_t rows, int64_t cols) {
+    const int64_t sizes[] = {rows, cols};
+    AtenTensorHandle h_host = nullptr, h_dev = nullptr;
+    aoti_torch_create_tensor_from_blob_v2(host.data(), 2, sizes, nullptr, 0, aoti_torch_dtype_bfloat16(),
+                                          aoti_torch_device_type_cpu(), 0, &h_host, 0, nullptr, 0);
+    CHECK(aoti_torch_empty_strided(2, sizes, nullptr, aoti_torch_dtype_bfloat16(), aoti_torch_device_type_cuda(), 0,
+                                   &h_dev) == 0);
+    CHECK(aoti_torch_copy_(h_dev, h_host, 0) == 0);
+    return std::pair{h_host, h_dev};
+  };
+  auto [ha, da] = device(a, m, k);
+  auto [hb, db] = device(b, k, n);
+  auto [hout, dout] = device(out, m, n);
+  if (aoti_torch_cuda_mm_out(dout, da, db) != AOTI_TORCH_SUCCESS) {
+    CHECK(std::strstr(executorch::runtime::last_error_message(), "needs cuBLAS") != nullptr);
+    std::printf("bfloat16 GEMM refused without cuBLAS: %s\n", executorch::runtime::last_error_message());
+  } else {
+    CHECK(aoti_torch_copy_(hout, dout, 0) == 0);
+    double err = 0, norm = 0;
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j) {
+        double s = 0;
+        for (int64_t p = 0; p < k; ++p) s += double(from_bf16(a[i * k + p])) * from_bf16(b[p * n + j]);
+        err += (from_bf16(out[i * n + j]) - s) * (from_bf16(out[i * n + j]) - s);
+        norm += s * s;
+      }
+    CHECK(std::sqrt(err / norm) < 1e-2);  // bfloat16 output rounding
+    std::printf("bfloat16 GEMM on cuBLAS: relative error %.2e\n", std::sqrt(err / norm));
+  }
+  for (AtenTensorHandle h : {ha, da, hb, db, hout, dout}) aoti_torch_delete_tensor_object(h);
+}
+
 }  // namespace
 
 int main() {
@@ -109,5 +159,6 @@ int main() {
   const bool have_device = cudaGetDeviceCount(&devices) == cudaSuccess && devices > 0;
   test_cpu_tensors();
   test_cuda(have_device);
+  if (have_device) test_bfloat16_gemm();
   return executorch::testing::finish("shims_test");
 }

@@ -230,9 +230,11 @@ def _scalar_is_string(spec: ProgramSpec) -> bool:
 
 @mutation("unknown_operator")
 def _unknown_operator(spec: ProgramSpec) -> bool:
-    if _plan(spec).operators:
-        _plan(spec).operators[0] = ("aten::no_such_op", "")
-    return bool(_plan(spec).operators)
+    """The operator of the first kernel call renamed (an operator no instruction uses is harmless)."""
+    calls = _kernel_calls(spec)
+    if calls:
+        _plan(spec).operators[calls[0].op_index] = ("aten::no_such_op", "")
+    return bool(calls)
 
 
 @mutation("tensor_list_item_past_end")

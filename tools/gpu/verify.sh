@@ -140,4 +140,10 @@ for t in "$art"/bin/*; do
   echo "== $(basename "$t")"
   LD_LIBRARY_PATH=$cudart_dir "$t"
 done
+# cuBLAS is not in the clean environment (above: its absence is a clear error); where this machine
+# has it elsewhere (CUBLAS_DIR, e.g. PyTorch's nvidia/cu13/lib), the shims use it.
+if [[ -n ${CUBLAS_DIR:-} && -x $art/bin/shims_test ]]; then
+  echo "== shims_test with cuBLAS from $CUBLAS_DIR"
+  LD_LIBRARY_PATH=$cudart_dir:$CUBLAS_DIR "$art/bin/shims_test"
+fi
 echo "== verify.sh: all checks passed"

@@ -2,6 +2,8 @@
 // and bad arguments come back as AOTI_TORCH_FAILURE with a message.
 #include <executorch/backends/cuda/shims/shims.h>
 
+#include <executorch/backends/cuda/shims/cublas.h>
+
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -296,37 +298,71 @@ AOTITorchError aoti_torch_get_current_cuda_stream(int32_t, void** ret_stream) {
   return AOTI_TORCH_SUCCESS;
 }
 
-static AOTITorchError check_matrix(AtenTensorHandle t, const char* what) {
-  if (t == nullptr || t->device_type != kCuda || t->dtype != rt::ScalarType::Float || !t->contiguous()) {
-    rt::set_error(rt::Error::InvalidArgument, "%s must be a contiguous float32 CUDA tensor", what);
+static AOTITorchError check_matrix(AtenTensorHandle t, rt::ScalarType dtype, const char* what) {
+  if (t == nullptr || t->device_type != kCuda || t->dtype != dtype || !t->contiguous()) {
+    rt::set_error(rt::Error::InvalidArgument, "%s must be a contiguous %s CUDA tensor like mat1", what,
+                  rt::to_string(dtype));
     return AOTI_TORCH_FAILURE;
   }
   return AOTI_TORCH_SUCCESS;
 }
 
+// cuBLAS's type code for a matrix dtype the shims multiply.
+static bool gemm_type(rt::ScalarType dtype, cudaDataType* out) {
+  switch (dtype) {
+    case rt::ScalarType::Float: return *out = CUDA_R_32F, true;
+    case rt::ScalarType::Half: return *out = CUDA_R_16F, true;
+    case rt::ScalarType::BFloat16: return *out = CUDA_R_16BF, true;
+    default: return false;
+  }
+}
+
+// out = beta * self + alpha * mat1 @ mat2. float16 and bfloat16 run on cuBLAS (tensor cores);
+// float32 on cuBLAS where it loads, else on the built-in kernel.
 AOTITorchError aoti_torch_cuda_addmm_out(AtenTensorHandle out, AtenTensorHandle self, AtenTensorHandle mat1,
                                          AtenTensorHandle mat2, double beta, double alpha) {
-  for (auto [t, what] : {std::pair{out, "out"}, {mat1, "mat1"}, {mat2, "mat2"}}) {
-    if (check_matrix(t, what) != AOTI_TORCH_SUCCESS) return AOTI_TORCH_FAILURE;
+  namespace kc = executorch::backends::cuda;
+  cudaDataType type;
+  if (mat1 == nullptr || !gemm_type(mat1->dtype, &type)) {
+    return fail("aoti_torch_cuda_addmm_out: mat1 must be a float32, float16 or bfloat16 CUDA tensor");
   }
-  if (self && check_matrix(self, "self") != AOTI_TORCH_SUCCESS) return AOTI_TORCH_FAILURE;
+  for (auto [t, what] : {std::pair{out, "out"}, {mat1, "mat1"}, {mat2, "mat2"}}) {
+    if (check_matrix(t, mat1->dtype, what) != AOTI_TORCH_SUCCESS) return AOTI_TORCH_FAILURE;
+  }
+  if (self && check_matrix(self, mat1->dtype, "self") != AOTI_TORCH_SUCCESS) return AOTI_TORCH_FAILURE;
   if (mat1->sizes.size() != 2 || mat2->sizes.size() != 2 || out->sizes.size() != 2 ||
       mat1->sizes[1] != mat2->sizes[0] || out->sizes[0] != mat1->sizes[0] || out->sizes[1] != mat2->sizes[1]) {
     return fail("aoti_torch_cuda_addmm_out: shapes do not multiply");
   }
   const int64_t m = out->sizes[0], n = out->sizes[1], k = mat1->sizes[1];
+  const bool half = type != CUDA_R_32F;
+  if (half && !kc::cublas_available()) {
+    rt::set_error(rt::Error::NotSupported, "aoti_torch_cuda_addmm_out: %s needs cuBLAS: %s",
+                  rt::to_string(mat1->dtype), kc::cublas_unavailable_reason());
+    return AOTI_TORCH_FAILURE;
+  }
+  if (half && self != nullptr && beta != 0.0) {
+    return fail("aoti_torch_cuda_addmm_out: a bias (self) is supported for float32 only");
+  }
   const cudaStream_t stream = stream_now();
   cudaError_t status = cudaSuccess;
   if (self != nullptr && beta != 0.0) {
-    status = executorch::backends::cuda::launch_broadcast_rows(m, n, static_cast<const float*>(self->data()),
-                                                               self->numel(), static_cast<float*>(out->data()), stream);
+    status = kc::launch_broadcast_rows(m, n, static_cast<const float*>(self->data()), self->numel(),
+                                       static_cast<float*>(out->data()), stream);
   }
-  if (status == cudaSuccess) {
-    status = executorch::backends::cuda::launch_sgemm(
-        m, n, k, static_cast<float>(alpha), static_cast<const float*>(mat1->data()),
-        static_cast<const float*>(mat2->data()), self != nullptr ? static_cast<float>(beta) : 0.f,
-        static_cast<float*>(out->data()), stream);
+  if (status != cudaSuccess) return cuda_fail(status, "aoti_torch_cuda_addmm_out");
+  const float b = self != nullptr ? static_cast<float>(beta) : 0.f;
+  if (kc::cublas_available()) {
+    if (m == 0 || n == 0) return AOTI_TORCH_SUCCESS;
+    if (const char* e = kc::cublas_gemm(type, m, n, k, static_cast<float>(alpha), mat1->data(), mat2->data(), b,
+                                        out->data(), stream)) {
+      rt::set_error(rt::Error::Internal, "aoti_torch_cuda_addmm_out: %s", e);
+      return AOTI_TORCH_FAILURE;
+    }
+    return AOTI_TORCH_SUCCESS;
   }
+  status = kc::launch_sgemm(m, n, k, static_cast<float>(alpha), static_cast<const float*>(mat1->data()),
+                            static_cast<const float*>(mat2->data()), b, static_cast<float*>(out->data()), stream);
   return status == cudaSuccess ? AOTI_TORCH_SUCCESS : cuda_fail(status, "aoti_torch_cuda_addmm_out");
 }
 
