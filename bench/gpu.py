@@ -1,12 +1,14 @@
 """GPU latency of the CUDA delegate against torch eager (CUDA) on the test models, and GEMM
 throughput of the shim library (aoti_torch_cuda_mm_out) against torch.matmul.
 
-    python bench/gpu.py [--batches 1,32] [--repeat 50] [--gemm 4096]
+    python bench/gpu.py [--batches 1,32] [--repeat 50] [--gemm 4096] [--no-compile]
 
 Our side: the model exported with backend="cuda", run from Python with inputs in host memory
 (copied to the device and back by the delegate, as a CPU caller's would be). torch's side: the same
-model and weights on the GPU, inputs already on the device, synchronized after each run. Median of
---repeat runs after warm-up; ratio = ours / torch.
+model and weights on the GPU, inputs already on the device, synchronized after each run, eager and
+torch.compile'd. Median of --repeat runs after warm-up; ratio = ours / torch (lower is faster).
+GEMM: TF/s of both and their ratio ours / torch (higher is better), with the relative error of ours
+against float64.
 """
 
 from __future__ import annotations
@@ -80,11 +82,13 @@ def main() -> int:
     parser.add_argument("--batches", default="1,32")
     parser.add_argument("--repeat", type=int, default=50)
     parser.add_argument("--gemm", type=int, default=4096, help="GEMM size (0: skip)")
+    parser.add_argument("--no-compile", action="store_true", help="skip the torch.compile column")
     args = parser.parse_args()
     assert torch.cuda.is_available(), "needs a CUDA device"
     if args.gemm:
         gemm_tflops(args.gemm, args.repeat)
-    print(f"{'model':10} {'batch':>5} {'calls':>5} {'ours ms':>9} {'torch ms':>9} {'ratio':>6} {'max |err|':>10}")
+    print(f"{'model':10} {'batch':>5} {'calls':>5} {'ours ms':>9} {'torch ms':>9} {'ratio':>6} "
+          f"{'compile ms':>10} {'ratio':>6} {'max |err|':>10}")
     for name in ("mlp", "cnn", "encoder"):
         for batch in (int(b) for b in args.batches.split(",")):
             model, inputs = MODELS[name](batch)
@@ -101,10 +105,21 @@ def main() -> int:
 
             ours = median_ms(lambda: method.execute(arrays), args.repeat)
             theirs = median_ms(eager, args.repeat)
+            compiled_ms = float("nan")
+            if not args.no_compile:
+                compiled = torch.compile(gpu_model)
+
+                def run_compiled():
+                    with torch.no_grad():
+                        compiled(*gpu_inputs)
+                    torch.cuda.synchronize()
+
+                compiled_ms = median_ms(run_compiled, args.repeat)  # the warm-up calls compile it
             with torch.no_grad():
                 err = float((torch.from_numpy(method.execute(arrays)[0]) - gpu_model(*gpu_inputs).cpu()).abs().max())
             calls = program.metadata("cuda_delegate_calls")
-            print(f"{name:10} {batch:5d} {calls:>5} {ours:9.3f} {theirs:9.3f} {ours / theirs:6.2f} {err:10.2e}")
+            print(f"{name:10} {batch:5d} {calls:>5} {ours:9.3f} {theirs:9.3f} {ours / theirs:6.2f} "
+                  f"{compiled_ms:10.3f} {ours / compiled_ms:6.2f} {err:10.2e}")
     return 0
 
 

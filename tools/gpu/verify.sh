@@ -146,4 +146,9 @@ if [[ -n ${CUBLAS_DIR:-} && -x $art/bin/shims_test ]]; then
   echo "== shims_test with cuBLAS from $CUBLAS_DIR"
   LD_LIBRARY_PATH=$cudart_dir:$CUBLAS_DIR "$art/bin/shims_test"
 fi
+if [[ -x $art/bin/shims_test ]]; then
+  echo "== shims_test without cuBLAS (EXECUTORCH_CUDA_GEMM=builtin): float32 on the built-in kernel"
+  EXECUTORCH_CUDA_GEMM=builtin LD_LIBRARY_PATH=$cudart_dir "$art/bin/shims_test" | tee "$work/builtin.log"
+  grep -q "refused without cuBLAS" "$work/builtin.log"
+fi
 echo "== verify.sh: all checks passed"
