@@ -154,7 +154,8 @@ def test_export_command_line(tmp_path: Path) -> None:
     )
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
     if os.environ.get("EXECUTORCH_CUDART"):
-        env["LD_PRELOAD"] = os.path.abspath(os.environ["EXECUTORCH_CUDART"])
+        # After what is preloaded already (the ASan runtime, in an ASan build).
+        env["LD_PRELOAD"] = " ".join(filter(None, [env.get("LD_PRELOAD"), os.path.abspath(os.environ["EXECUTORCH_CUDART"])]))
     out_file = tmp_path / "model.pte"
     done = subprocess.run([sys.executable, "-m", "executorch.export", str(model_file), "-o", str(out_file)],
                           capture_output=True, text=True, env=env)
