@@ -89,7 +89,7 @@ def main() -> int:
         gemm_tflops(args.gemm, args.repeat)
     print(f"{'model':10} {'batch':>5} {'calls':>5} {'ours ms':>9} {'torch ms':>9} {'ratio':>6} "
           f"{'compile ms':>10} {'ratio':>6} {'max |err|':>10}")
-    for name in ("mlp", "cnn", "encoder"):
+    for name in ("mlp", "cnn", "encoder", "tiny_lm"):
         for batch in (int(b) for b in args.batches.split(",")):
             model, inputs = MODELS[name](batch)
             program = Runtime.get().load_program(export(model, inputs, backend="cuda"))

@@ -16,7 +16,7 @@ preload_cuda_runtime()
 
 from executorch.export import _export, _partition, export  # noqa: E402
 from executorch.runtime import ExecutorchError, Runtime  # noqa: E402
-from tests.models.zoo import MODELS  # noqa: E402
+from tests.models.zoo import MODELS, partly_delegated  # noqa: E402
 
 
 def lowered(name: str):
@@ -41,9 +41,10 @@ def test_every_payload_is_a_program_the_runtime_loads_and_runs(name: str) -> Non
         method = Runtime.get().load_program(payload).load_method()
         assert method.num_inputs == len(inputs) and method.num_outputs == len(outputs)
         for (dtype, shape), i in zip(method.input_meta(), inputs):
-            assert dtype == "float32" and shape == plan.values[i].payload.sizes
-        # Positive inputs keep rsqrt, log and division inside their domains.
-        arrays = [rng.uniform(0.5, 1.5, shape).astype(np.float32) for _, shape in method.input_meta()]
+            assert dtype in ("float32", "int64") and shape == plan.values[i].payload.sizes
+        # Positive inputs keep rsqrt, log and division inside their domains; indices start at 0.
+        arrays = [rng.uniform(0.5, 1.5, shape).astype(np.float32) if dtype == "float32" else np.zeros(shape, np.int64)
+                  for dtype, shape in method.input_meta()]
         # (-inf is legitimate: causal masks cross run boundaries; NaN never is.)
         assert not any(np.isnan(o).any() for o in method.execute(arrays))
 
@@ -52,6 +53,20 @@ def test_mlp_is_one_delegate_call_with_its_input_handed_over() -> None:
     model, example = MODELS["mlp"]()
     program = Runtime.get().load_program(export(model, example, backend="cuda"))
     assert program.metadata("cuda_delegate_calls") == "1"
+
+
+@pytest.mark.parametrize("name", sorted(MODELS))
+def test_whole_model_is_one_payload_that_computes_the_model(name: str) -> None:
+    """Every zoo model (attention masks, batched products and embeddings included) is one delegate
+    call; its payload, run on the CPU runtime, gives torch's output (float32, 1e-4 relative)."""
+    model, example, plan, constants = lowered(name)
+    assert _partition._runs(plan) == [(0, len(plan.instructions))], f"{name}: not every instruction is delegated"
+    payload, inputs, _ = _partition._subprogram(plan, constants, 0, len(plan.instructions))
+    assert inputs == plan.inputs
+    got = Runtime.get().load_program(payload).load_method().execute([x.numpy() for x in example])[0]
+    with torch.no_grad():
+        want = model(*example).numpy()
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * max(1.0, float(np.abs(want).max())))
 
 
 def test_loading_without_a_gpu_names_the_backend() -> None:
@@ -74,9 +89,11 @@ def test_unknown_backend_is_an_error() -> None:
 def test_cuda_archs_travel_with_every_delegate_call() -> None:
     from executorch.serialization.pte import deserialize
 
-    model, example = MODELS["encoder"]()
+    model, example = partly_delegated()
     spec = deserialize(export(model, example, backend="cuda", cuda_archs=["sm_90", "compute_90"]))
-    assert len(spec.plans[0].delegates) == int(spec.metadata["cuda_delegate_calls"]) > 1
+    assert len(spec.plans[0].delegates) == int(spec.metadata["cuda_delegate_calls"]) == 2
+    cpu_ops = [spec.plans[0].operators[i.op_index][0] for i in spec.plans[0].instructions if hasattr(i, "op_index")]
+    assert cpu_ops == ["aten::cos"], cpu_ops
     assert all(d.compile_specs == {"cuda_archs": b"sm_90,compute_90"} for d in spec.plans[0].delegates)
     assert all(d.compile_specs == {} for d in deserialize(export(model, example, backend="cuda")).plans[0].delegates)
 

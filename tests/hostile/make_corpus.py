@@ -46,12 +46,15 @@ def programs() -> dict[str, bytes]:
         print("make_corpus: torch is not installed; only the hand-written program is used", file=sys.stderr)
         return out
     from executorch.export import export
-    from tests.models.zoo import MODELS
+    from tests.models.zoo import MODELS, partly_delegated
 
     for name, make in sorted(MODELS.items()):
         model, example = make()
         out[name] = export(model, example)
         out[name + "_cuda"] = export(model, example, backend="cuda")
+    # Two delegate calls (two payload segments) and a CPU kernel between them.
+    model, example = partly_delegated()
+    out["partly_delegated_cuda"] = export(model, example, backend="cuda")
     return out
 
 

@@ -74,6 +74,23 @@ class TinyLM(nn.Module):
         return self.norm(x) @ self.tok.weight.t()
 
 
+class PartlyDelegated(nn.Module):
+    """Linear layers around an operator CudaBackend lacks (cos): with backend="cuda" it exports as
+    two delegate calls with a CPU kernel between them."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.a, self.b = nn.Linear(32, 32), nn.Linear(32, 8)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.b(torch.cos(torch.relu(self.a(x))))
+
+
+def partly_delegated(batch: int = 1) -> tuple[nn.Module, tuple]:
+    torch.manual_seed(4)
+    return PartlyDelegated().eval(), (torch.randn(batch, 32),)
+
+
 def mlp(batch: int = 1) -> tuple[nn.Module, tuple]:
     torch.manual_seed(0)
     return MLP().eval(), (torch.randn(batch, 64),)

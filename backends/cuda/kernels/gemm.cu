@@ -10,7 +10,9 @@ constexpr int kRows = 8;  // each thread computes kTile / kRows outputs of a col
 
 // Shared-memory tiled SGEMM: a 32 x 32 tile of C per block, 32 x 8 threads.
 __global__ void sgemm_kernel(int64_t m, int64_t n, int64_t k, float alpha, const float* __restrict__ a,
-                             const float* __restrict__ b, float beta, float* __restrict__ c) {
+                             const float* __restrict__ b, float beta, float* __restrict__ c, int64_t stride_a,
+                             int64_t stride_b, int64_t stride_c) {
+  a += blockIdx.z * stride_a, b += blockIdx.z * stride_b, c += blockIdx.z * stride_c;
   __shared__ float as[kTile][kTile + 1];
   __shared__ float bs[kTile][kTile + 1];
   const int64_t row0 = static_cast<int64_t>(blockIdx.y) * kTile, col = static_cast<int64_t>(blockIdx.x) * kTile + threadIdx.x;
@@ -45,10 +47,13 @@ __global__ void broadcast_rows_kernel(int64_t m, int64_t n, const float* __restr
 }  // namespace
 
 cudaError_t launch_sgemm(int64_t m, int64_t n, int64_t k, float alpha, const float* a, const float* b, float beta,
-                         float* c, cudaStream_t stream) {
-  if (m <= 0 || n <= 0) return cudaSuccess;
-  const dim3 block(kTile, kRows), grid(static_cast<unsigned>((n + kTile - 1) / kTile), static_cast<unsigned>((m + kTile - 1) / kTile));
-  sgemm_kernel<<<grid, block, 0, stream>>>(m, n, k, alpha, a, b, beta, c);
+                         float* c, cudaStream_t stream, int64_t batch, int64_t stride_a, int64_t stride_b,
+                         int64_t stride_c) {
+  if (m <= 0 || n <= 0 || batch <= 0) return cudaSuccess;
+  if (batch > 65535) return cudaErrorInvalidValue;  // gridDim.z
+  const dim3 block(kTile, kRows), grid(static_cast<unsigned>((n + kTile - 1) / kTile),
+                                       static_cast<unsigned>((m + kTile - 1) / kTile), static_cast<unsigned>(batch));
+  sgemm_kernel<<<grid, block, 0, stream>>>(m, n, k, alpha, a, b, beta, c, stride_a, stride_b, stride_c);
   return cudaGetLastError();
 }
 

@@ -51,6 +51,69 @@ __global__ void binary_kernel(Binary op, const float* __restrict__ a, const floa
   out[i] = r;
 }
 
+// Element offset of output element i in an operand with `strides` (0 where broadcast).
+__device__ int64_t broadcast_offset(int64_t i, const Broadcast& s, const int64_t* strides) {
+  int64_t off = 0;
+  for (int d = s.dim - 1; d >= 0; --d) {
+    off += (i % s.out_sizes[d]) * strides[d];
+    i /= s.out_sizes[d];
+  }
+  return off;
+}
+
+__global__ void where_kernel(const bool* __restrict__ c, const float* __restrict__ a, const float* __restrict__ b,
+                             float* __restrict__ out, int64_t n, Broadcast s) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= n) return;
+  out[i] = c[broadcast_offset(i, s, s.c_strides)] ? a[broadcast_offset(i, s, s.a_strides)]
+                                                   : b[broadcast_offset(i, s, s.b_strides)];
+}
+
+__global__ void compare_kernel(Compare op, const float* __restrict__ x, float v, bool* __restrict__ out, int64_t n) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= n) return;
+  const float a = x[i];
+  bool r = false;
+  switch (op) {
+    case Compare::Eq: r = a == v; break;
+    case Compare::Ne: r = a != v; break;
+    case Compare::Lt: r = a < v; break;
+    case Compare::Le: r = a <= v; break;
+    case Compare::Gt: r = a > v; break;
+    case Compare::Ge: r = a >= v; break;
+  }
+  out[i] = r;
+}
+
+__global__ void logical_not_kernel(const bool* __restrict__ x, bool* __restrict__ out, int64_t n) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i < n) out[i] = !x[i];
+}
+
+// One warp per row.
+__global__ void row_any_kernel(const bool* __restrict__ x, bool* __restrict__ y, int64_t rows, int64_t cols) {
+  const int64_t row = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
+  if (row >= rows) return;
+  bool any = false;
+  for (int64_t j = threadIdx.x % 32; j < cols; j += 32) any |= x[row * cols + j];
+  any = __any_sync(0xffffffffu, any);
+  if (threadIdx.x % 32 == 0) y[row] = any;
+}
+
+__global__ void embedding_kernel(const float* __restrict__ w, const void* __restrict__ indices, bool int32_indices,
+                                 float* __restrict__ out, int64_t n, int64_t rows, int64_t width, int* bad) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= n * width) return;
+  const int64_t k = i / width;
+  const int64_t r = int32_indices ? static_cast<const int32_t*>(indices)[k] : static_cast<const int64_t*>(indices)[k];
+  if (r < 0 || r >= rows) {
+    out[i] = 0.f;
+    *bad = 1;
+    return;
+  }
+  out[i] = w[r * width + i % width];
+}
+
 // One block per row: max, sum of exponentials, then the normalized values.
 __global__ void softmax_kernel(const float* __restrict__ x, float* __restrict__ y, int64_t cols, bool log) {
   __shared__ float shared[kThreads];
@@ -132,12 +195,15 @@ __global__ void strided_copy_kernel(const T* __restrict__ in, T* __restrict__ ou
   out[i] = in[off];
 }
 
-__global__ void im2col_kernel(const float* __restrict__ x, float* __restrict__ col, int64_t channels, int64_t h,
-                              int64_t w, int64_t kh, int64_t kw, int64_t sh, int64_t sw, int64_t ph, int64_t pw,
-                              int64_t dh, int64_t dw, int64_t oh, int64_t ow) {
-  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  const int64_t cols = oh * ow, total = channels * kh * kw * cols;
-  if (i >= total) return;
+__global__ void im2col_kernel(const float* __restrict__ x, float* __restrict__ col, int64_t images, int64_t image_stride,
+                              int64_t channels, int64_t h, int64_t w, int64_t kh, int64_t kw, int64_t sh, int64_t sw,
+                              int64_t ph, int64_t pw, int64_t dh, int64_t dw, int64_t oh, int64_t ow) {
+  const int64_t j = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  const int64_t cols = oh * ow, per_image = channels * kh * kw * cols;
+  if (j >= images * per_image) return;
+  const int64_t i = j % per_image;
+  x += (j / per_image) * image_stride;
+  col += (j / per_image) * per_image;
   const int64_t r = i / cols, pix = i % cols;
   const int64_t c = r / (kh * kw), ky = (r / kw) % kh, kx = r % kw;
   const int64_t iy = (pix / ow) * sh - ph + ky * dh, ix = (pix % ow) * sw - pw + kx * dw;
@@ -153,10 +219,10 @@ __global__ void channel_affine_kernel(const float* __restrict__ x, const float* 
   y[i] = x[i] * scale[ch] + shift[ch];
 }
 
-__global__ void fill_planes_kernel(const float* __restrict__ bias, float* __restrict__ y, int64_t channels,
-                                   int64_t inner, int64_t total) {
+__global__ void add_planes_kernel(const float* __restrict__ bias, float* __restrict__ y, int64_t channels,
+                                  int64_t inner, int64_t total) {
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i < total) y[i] = bias ? bias[(i / inner) % channels] : 0.f;
+  if (i < total) y[i] += bias[(i / inner) % channels];
 }
 
 __global__ void pool2d_kernel(const float* __restrict__ x, float* __restrict__ y, int64_t* __restrict__ indices,
@@ -211,13 +277,13 @@ __global__ void row_reduce_kernel(const float* __restrict__ x, float* __restrict
 
 }  // namespace
 
-cudaError_t launch_im2col(const float* x, float* col, int64_t channels, int64_t h, int64_t w, int64_t kh, int64_t kw,
-                          int64_t stride_h, int64_t stride_w, int64_t pad_h, int64_t pad_w, int64_t dil_h,
-                          int64_t dil_w, int64_t oh, int64_t ow, cudaStream_t stream) {
-  const int64_t total = channels * kh * kw * oh * ow;
+cudaError_t launch_im2col(const float* x, float* col, int64_t images, int64_t image_stride, int64_t channels, int64_t h,
+                          int64_t w, int64_t kh, int64_t kw, int64_t stride_h, int64_t stride_w, int64_t pad_h,
+                          int64_t pad_w, int64_t dil_h, int64_t dil_w, int64_t oh, int64_t ow, cudaStream_t stream) {
+  const int64_t total = images * channels * kh * kw * oh * ow;
   if (total == 0) return cudaSuccess;
-  im2col_kernel<<<blocks_for(total), kThreads, 0, stream>>>(x, col, channels, h, w, kh, kw, stride_h, stride_w, pad_h,
-                                                             pad_w, dil_h, dil_w, oh, ow);
+  im2col_kernel<<<blocks_for(total), kThreads, 0, stream>>>(x, col, images, image_stride, channels, h, w, kh, kw, stride_h,
+                                                             stride_w, pad_h, pad_w, dil_h, dil_w, oh, ow);
   return cudaGetLastError();
 }
 
@@ -229,11 +295,11 @@ cudaError_t launch_channel_affine(const float* x, const float* scale, const floa
   return cudaGetLastError();
 }
 
-cudaError_t launch_fill_planes(const float* bias, float* y, int64_t planes, int64_t channels, int64_t inner,
-                               cudaStream_t stream) {
+cudaError_t launch_add_planes(const float* bias, float* y, int64_t planes, int64_t channels, int64_t inner,
+                              cudaStream_t stream) {
   const int64_t total = planes * inner;
   if (total == 0) return cudaSuccess;
-  fill_planes_kernel<<<blocks_for(total), kThreads, 0, stream>>>(bias, y, channels, inner, total);
+  add_planes_kernel<<<blocks_for(total), kThreads, 0, stream>>>(bias, y, channels, inner, total);
   return cudaGetLastError();
 }
 
@@ -268,6 +334,39 @@ cudaError_t launch_binary(Binary op, const float* a, const float* b, float scala
                           const Broadcast& shape, cudaStream_t stream) {
   if (n == 0) return cudaSuccess;
   binary_kernel<<<blocks_for(n), kThreads, 0, stream>>>(op, a, b, scalar, alpha, out, n, shape);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_where(const bool* cond, const float* a, const float* b, float* out, int64_t n,
+                         const Broadcast& shape, cudaStream_t stream) {
+  if (n == 0) return cudaSuccess;
+  where_kernel<<<blocks_for(n), kThreads, 0, stream>>>(cond, a, b, out, n, shape);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_compare_scalar(Compare op, const float* x, float scalar, bool* out, int64_t n, cudaStream_t stream) {
+  if (n == 0) return cudaSuccess;
+  compare_kernel<<<blocks_for(n), kThreads, 0, stream>>>(op, x, scalar, out, n);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_logical_not(const bool* x, bool* out, int64_t n, cudaStream_t stream) {
+  if (n == 0) return cudaSuccess;
+  logical_not_kernel<<<blocks_for(n), kThreads, 0, stream>>>(x, out, n);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_row_any(const bool* x, bool* y, int64_t rows, int64_t cols, cudaStream_t stream) {
+  if (rows == 0) return cudaSuccess;
+  row_any_kernel<<<blocks_for(rows * 32), kThreads, 0, stream>>>(x, y, rows, cols);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_embedding(const float* weight, const void* indices, bool int32_indices, float* out, int64_t n,
+                             int64_t rows, int64_t width, int* bad, cudaStream_t stream) {
+  if (n * width == 0) return cudaSuccess;
+  embedding_kernel<<<blocks_for(n * width), kThreads, 0, stream>>>(weight, indices, int32_indices, out, n, rows, width,
+                                                                   bad);
   return cudaGetLastError();
 }
 

@@ -62,8 +62,9 @@ struct Op {
   OpPlan plan;
   Span<EValue*> args;
   std::string name;
-  std::vector<ShimTensor> shim;  // addmm: bias, mat1, mat2, out; mm: mat1, mat2, out; conv: see prepare_conv
+  std::vector<ShimTensor> shim;  // addmm: bias, mat1, mat2, out; (b)mm: mat1, mat2, out; conv: see prepare_conv
   std::vector<DeviceBuffer> scratch;  // conv: im2col buffer; batch norm: scale and shift
+  int64_t conv_chunk = 0;             // conv: images per batched GEMM
 };
 
 // A shim view of a device tensor of the sub-program (its memory never moves after init).
@@ -107,10 +108,15 @@ struct Delegate {
   // kernels are captured once into a CUDA graph and replayed: one launch instead of one per op.
   Graph graph;
   uint64_t runs = 0;
+  // Set by a kernel that met an index out of range (embedding); read back after each execute.
+  DeviceBuffer index_error;
+  int* index_error_host = nullptr;  // pinned
+  bool checks_indices = false;
   ~Delegate() {
     graph.reset();
     method.reset();
     if (own_stream) cudaStreamDestroy(own_stream);
+    if (index_error_host) cudaFreeHost(index_error_host);
   }
 };
 
@@ -153,30 +159,42 @@ Error check_archs(Span<const runtime::CompileSpec> specs) {
 }
 
 float* fp(EValue* v) { return v->to_tensor().data_ptr<float>(); }
+bool* bp(EValue* v) { return v->to_tensor().data_ptr<bool>(); }
 
-// Convolution as im2col + one GEMM per (image, group) through the shim library (plan_op checked
-// the arguments). shim: weight of each group, the col buffer, then out of each (image, group).
+// im2col buffers above this hold fewer images per GEMM.
+constexpr size_t kConvScratchBytes = size_t{256} << 20;
+
+// Convolution as im2col + one batched GEMM per (chunk of images, group) through the shim library
+// (plan_op checked the arguments): out[b, g] = weight[g] @ col[b] for each image b of the chunk,
+// the weight's batch stride 0. shim: for each chunk, for each group: weight, col, out.
 Error prepare_conv(Op& op) {
   const auto& a = op.args;
   const int64_t* v = op.plan.ints;
-  const int64_t groups = v[13], cg = v[1] / groups, ocg = v[4] / groups, k = cg * v[5] * v[6], hw = v[14] * v[15];
+  const int64_t images = v[0], groups = v[13], cg = v[1] / groups, ocg = v[4] / groups, k = cg * v[5] * v[6],
+                hw = v[14] * v[15];
+  const size_t image_bytes = static_cast<size_t>(k * hw) * sizeof(float);
+  op.conv_chunk = std::max<int64_t>(1, std::min<int64_t>(images, static_cast<int64_t>(kConvScratchBytes / (image_bytes + 1))));
   op.scratch.emplace_back();
-  ET_TRY(ecuda::to_error(cudaMalloc(&op.scratch.back().ptr, static_cast<size_t>(k * hw) * sizeof(float) + 4),
+  ET_TRY(ecuda::to_error(cudaMalloc(&op.scratch.back().ptr, image_bytes * static_cast<size_t>(op.conv_chunk) + 4),
                          "CudaBackend: convolution scratch"));
-  auto view = [&](void* data, int64_t rows, int64_t cols) -> Error {
-    const int64_t sizes[2] = {rows, cols};
+  auto view = [&](void* data, int64_t batch, int64_t rows, int64_t cols, int64_t batch_stride) -> Error {
+    const int64_t sizes[3] = {batch, rows, cols}, strides[3] = {batch_stride, cols, 1};
     op.shim.emplace_back();
-    if (aoti_torch_create_tensor_from_blob_v2(data, 2, sizes, nullptr, 0, aoti_torch_dtype_float32(),
+    if (aoti_torch_create_tensor_from_blob_v2(data, 3, sizes, strides, 0, aoti_torch_dtype_float32(),
                                               aoti_torch_device_type_cuda(), 0, &op.shim.back().handle,
                                               aoti_torch_layout_strided(), nullptr, 0) != AOTI_TORCH_SUCCESS) {
       return ET_ERROR(Error::Internal, "%s: %s", kCudaBackendName, runtime::last_error_message());
     }
     return Error::Ok;
   };
-  for (int64_t g = 0; g < groups; ++g) ET_TRY(view(fp(a[1]) + g * ocg * k, ocg, k));
-  ET_TRY(view(op.scratch.back().ptr, k, hw));
-  for (int64_t b = 0; b < v[0]; ++b)
-    for (int64_t g = 0; g < groups; ++g) ET_TRY(view(fp(a[9]) + (b * v[4] + g * ocg) * hw, ocg, hw));
+  for (int64_t b = 0; b < images; b += op.conv_chunk) {
+    const int64_t count = std::min(op.conv_chunk, images - b);
+    for (int64_t g = 0; g < groups; ++g) {
+      ET_TRY(view(fp(a[1]) + g * ocg * k, count, ocg, k, 0));
+      ET_TRY(view(static_cast<float*>(op.scratch.back().ptr), count, k, hw, k * hw));
+      ET_TRY(view(fp(a[9]) + (b * v[4] + g * ocg) * hw, count, ocg, hw, v[4] * hw));
+    }
+  }
   return Error::Ok;
 }
 
@@ -206,7 +224,7 @@ Error prepare_batch_norm(Op& op) {
 
 // Runs one op on `stream`. Argument layout follows the ATen schema, outputs last (as the CPU kernels);
 // plan_op checked kinds, dtypes and shapes at init, and they never change.
-Error run(const Op& op, cudaStream_t stream) {
+Error run(const Op& op, void* index_error, cudaStream_t stream) {
   const auto& a = op.args;
   const char* name = op.name.c_str();
   cudaError_t status = cudaSuccess;
@@ -220,31 +238,15 @@ Error run(const Op& op, cudaStream_t stream) {
       const Tensor& o = out->to_tensor();
       const Tensor& x = a[0]->to_tensor();
       const float alpha = a.size() == 4 ? static_cast<float>(a[2]->scalar_as_double()) : 1.f;
-      Broadcast shape{o.dim(), {}, {}, {}};
-      auto strides_of = [&](const Tensor& t, int64_t* s) -> bool {
-        const int shift = o.dim() - t.dim();
-        if (shift < 0) return false;
-        int64_t stride = 1;
-        for (int d = o.dim() - 1; d >= 0; --d) {
-          if (d < shift) {
-            s[d] = 0;
-            continue;
-          }
-          const int64_t size = t.size(d - shift);
-          if (size != o.size(d) && size != 1) return false;
-          s[d] = size == 1 ? 0 : stride;
-          stride *= size;
-        }
-        return true;
-      };
+      Broadcast shape{o.dim(), {}, {}, {}, {}};
       for (int d = 0; d < o.dim(); ++d) shape.out_sizes[d] = o.size(d);
-      ET_CHECK_OR_RETURN(strides_of(x, shape.a_strides), Error::InvalidArgument, "%s: %s shapes do not broadcast",
-                         kCudaBackendName, name);
+      ET_CHECK_OR_RETURN(broadcast_strides(x, o.dim(), o.sizes(), shape.a_strides), Error::InvalidArgument,
+                         "%s: %s shapes do not broadcast", kCudaBackendName, name);
       const float* b = nullptr;
       float scalar = 0.f;
       if (a[1]->is_tensor()) {
-        ET_CHECK_OR_RETURN(strides_of(a[1]->to_tensor(), shape.b_strides), Error::InvalidArgument,
-                           "%s: %s shapes do not broadcast", kCudaBackendName, name);
+        ET_CHECK_OR_RETURN(broadcast_strides(a[1]->to_tensor(), o.dim(), o.sizes(), shape.b_strides),
+                           Error::InvalidArgument, "%s: %s shapes do not broadcast", kCudaBackendName, name);
         b = fp(a[1]);
       } else {
         scalar = static_cast<float>(a[1]->scalar_as_double());
@@ -253,12 +255,14 @@ Error run(const Op& op, cudaStream_t stream) {
       break;
     }
     case OpKind::Addmm:
-    case OpKind::Mm: {
+    case OpKind::Mm:
+    case OpKind::Bmm: {
       // Through the shim library, on the current stream (execute() set it).
       const AOTITorchError e = op.plan.kind == OpKind::Addmm
           ? aoti_torch_cuda_addmm_out(op.shim[3].handle, op.shim[0].handle, op.shim[1].handle, op.shim[2].handle,
                                       a[3]->scalar_as_double(), a[4]->scalar_as_double())
-          : aoti_torch_cuda_mm_out(op.shim[2].handle, op.shim[0].handle, op.shim[1].handle);
+          : op.plan.kind == OpKind::Mm ? aoti_torch_cuda_mm_out(op.shim[2].handle, op.shim[0].handle, op.shim[1].handle)
+                                       : aoti_torch_cuda_bmm_out(op.shim[2].handle, op.shim[0].handle, op.shim[1].handle);
       if (e != AOTI_TORCH_SUCCESS) return ET_ERROR(Error::InvalidArgument, "%s %s: %s", kCudaBackendName, name,
                                                    runtime::last_error_message());
       break;
@@ -289,19 +293,21 @@ Error run(const Op& op, cudaStream_t stream) {
     case OpKind::Conv: {
       const int64_t* v = op.plan.ints;
       const int64_t groups = v[13], cg = v[1] / groups, hw = v[14] * v[15];
-      status = launch_fill_planes(a[2]->is_tensor() ? fp(a[2]) : nullptr, fp(a[9]), v[0] * v[4], v[4], hw, stream);
-      for (int64_t b = 0; b < v[0] && status == cudaSuccess; ++b) {
-        for (int64_t g = 0; g < groups && status == cudaSuccess; ++g) {
-          status = launch_im2col(fp(a[0]) + (b * v[1] + g * cg) * v[2] * v[3], static_cast<float*>(op.scratch[0].ptr), cg,
-                                 v[2], v[3], v[5], v[6], v[7], v[8], v[9], v[10], v[11], v[12], v[14], v[15], stream);
-          if (status != cudaSuccess) break;
-          AtenTensorHandle out = op.shim[static_cast<size_t>(groups + 1 + b * groups + g)].handle;
-          if (aoti_torch_cuda_addmm_out(out, out, op.shim[static_cast<size_t>(g)].handle,
-                                        op.shim[static_cast<size_t>(groups)].handle, 1.0, 1.0) != AOTI_TORCH_SUCCESS) {
+      size_t view = 0;
+      for (int64_t b = 0; b < v[0]; b += op.conv_chunk) {
+        const int64_t count = std::min(op.conv_chunk, v[0] - b);
+        for (int64_t g = 0; g < groups; ++g, view += 3) {
+          status = launch_im2col(fp(a[0]) + (b * v[1] + g * cg) * v[2] * v[3], static_cast<float*>(op.scratch[0].ptr),
+                                 count, v[1] * v[2] * v[3], cg, v[2], v[3], v[5], v[6], v[7], v[8], v[9], v[10], v[11],
+                                 v[12], v[14], v[15], stream);
+          if (status != cudaSuccess) return ecuda::to_error(status, name);
+          if (aoti_torch_cuda_bmm_out(op.shim[view + 2].handle, op.shim[view].handle, op.shim[view + 1].handle) !=
+              AOTI_TORCH_SUCCESS) {
             return ET_ERROR(Error::Internal, "%s convolution: %s", kCudaBackendName, runtime::last_error_message());
           }
         }
       }
+      if (a[2]->is_tensor()) status = launch_add_planes(fp(a[2]), fp(a[9]), v[0] * v[4], v[4], hw, stream);
       break;
     }
     case OpKind::BatchNorm: {
@@ -328,6 +334,59 @@ Error run(const Op& op, cudaStream_t stream) {
       const Tensor& o = a[4]->to_tensor();
       const int64_t rows = o.numel(), cols = rows ? x.numel() / rows : 0;
       status = launch_row_reduce(fp(a[0]), fp(a[4]), rows, cols, true, stream);
+      break;
+    }
+    case OpKind::Expand: {
+      const Tensor& x = a[0]->to_tensor();
+      const Tensor& o = a[3]->to_tensor();
+      int64_t strides[kMaxOpDims];
+      ET_CHECK_OR_RETURN(broadcast_strides(x, o.dim(), o.sizes(), strides), Error::InvalidArgument,
+                         "%s: %s shapes do not broadcast", kCudaBackendName, name);
+      status = launch_strided_copy(x.const_data_ptr(), o.mutable_data_ptr(), o.dim(), o.sizes(), strides, o.numel(),
+                                   static_cast<int>(o.element_size()), stream);
+      break;
+    }
+    case OpKind::Split: {
+      const Tensor& x = a[0]->to_tensor();
+      const int64_t dim = op.plan.ints[0];
+      int64_t at = 0;
+      for (size_t i = 3; i < a.size() && status == cudaSuccess; ++i) {
+        const Tensor& o = a[i]->to_tensor();
+        status = launch_strided_copy(static_cast<const uint8_t*>(x.const_data_ptr()) + at * x.strides()[dim] * x.element_size(),
+                                     o.mutable_data_ptr(), o.dim(), o.sizes(), x.strides(), o.numel(),
+                                     static_cast<int>(o.element_size()), stream);
+        at += o.size(static_cast<int>(dim));
+      }
+      break;
+    }
+    case OpKind::Compare:
+      status = launch_compare_scalar(op.plan.compare, fp(a[0]), static_cast<float>(a[1]->scalar_as_double()), bp(a[2]),
+                                     a[0]->to_tensor().numel(), stream);
+      break;
+    case OpKind::LogicalNot:
+      status = launch_logical_not(bp(a[0]), bp(a[1]), a[0]->to_tensor().numel(), stream);
+      break;
+    case OpKind::Any: {
+      const Tensor& x = a[0]->to_tensor();
+      const int64_t cols = x.size(x.dim() - 1);
+      status = launch_row_any(bp(a[0]), bp(a[3]), cols ? x.numel() / cols : 0, cols, stream);
+      break;
+    }
+    case OpKind::Where: {
+      const Tensor& o = a[3]->to_tensor();
+      Broadcast shape{o.dim(), {}, {}, {}, {}};
+      for (int d = 0; d < o.dim(); ++d) shape.out_sizes[d] = o.size(d);
+      ET_CHECK_OR_RETURN(broadcast_strides(a[0]->to_tensor(), o.dim(), o.sizes(), shape.c_strides) &&
+                             broadcast_strides(a[1]->to_tensor(), o.dim(), o.sizes(), shape.a_strides) &&
+                             broadcast_strides(a[2]->to_tensor(), o.dim(), o.sizes(), shape.b_strides),
+                         Error::InvalidArgument, "%s: %s shapes do not broadcast", kCudaBackendName, name);
+      status = launch_where(bp(a[0]), fp(a[1]), fp(a[2]), fp(a[3]), o.numel(), shape, stream);
+      break;
+    }
+    case OpKind::Embedding: {
+      const Tensor &w = a[0]->to_tensor(), &idx = a[1]->to_tensor();
+      status = launch_embedding(fp(a[0]), idx.const_data_ptr(), idx.scalar_type() == runtime::ScalarType::Int, fp(a[5]),
+                                idx.numel(), w.size(0), w.size(1), static_cast<int*>(index_error), stream);
       break;
     }
     case OpKind::Permute: {
@@ -369,7 +428,7 @@ Error run_ops(Delegate& d, cudaStream_t stream) {
   ET_TRY(ecuda::to_error(cudaStreamIsCapturing(stream, &capturing), "CudaBackend: stream state"));
   const bool capturable = graphs_enabled() && stream != nullptr && capturing == cudaStreamCaptureStatusNone;
   if (!capturable || d.runs++ == 0) {
-    for (const Op& op : d.ops) ET_TRY(run(op, stream));
+    for (const Op& op : d.ops) ET_TRY(run(op, d.index_error.ptr, stream));
     return Error::Ok;
   }
   if (d.graph.exec == nullptr) {
@@ -377,7 +436,7 @@ Error run_ops(Delegate& d, cudaStream_t stream) {
     ET_TRY(ecuda::to_error(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), "CudaBackend: graph capture"));
     Error failed = Error::Ok;
     for (const Op& op : d.ops) {
-      if ((failed = run(op, stream)) != Error::Ok) break;
+      if ((failed = run(op, d.index_error.ptr, stream)) != Error::Ok) break;
     }
     const cudaError_t ended = cudaStreamEndCapture(stream, &d.graph.graph);
     if (failed != Error::Ok || ended != cudaSuccess) {
@@ -463,7 +522,8 @@ class CudaBackend final : public runtime::BackendInterface {
       ET_TRY(plan_op(name, op.args, &op.plan));
       if (op.plan.kind == OpKind::Conv) ET_TRY(prepare_conv(op));
       if (op.plan.kind == OpKind::BatchNorm) ET_TRY(prepare_batch_norm(op));
-      if (op.plan.kind == OpKind::Addmm || op.plan.kind == OpKind::Mm) {
+      d->checks_indices |= op.plan.kind == OpKind::Embedding;
+      if (op.plan.kind == OpKind::Addmm || op.plan.kind == OpKind::Mm || op.plan.kind == OpKind::Bmm) {
         for (size_t t : op.plan.kind == OpKind::Addmm ? std::vector<size_t>{0, 1, 2, 5} : std::vector<size_t>{0, 1, 2}) {
           op.shim.emplace_back();
           ET_TRY(shim_view(op.args[t], &op.shim.back()));
@@ -472,6 +532,11 @@ class CudaBackend final : public runtime::BackendInterface {
       d->ops.push_back(std::move(op));
     }
     ET_TRY(ecuda::to_error(cudaStreamCreateWithFlags(&d->own_stream, cudaStreamNonBlocking), "CudaBackend: stream"));
+    if (d->checks_indices) {
+      ET_TRY(ecuda::to_error(cudaMalloc(&d->index_error.ptr, sizeof(int)), "CudaBackend: index check"));
+      ET_TRY(ecuda::to_error(cudaMemset(d->index_error.ptr, 0, sizeof(int)), "CudaBackend: index check"));
+      ET_TRY(ecuda::to_error(cudaMallocHost(reinterpret_cast<void**>(&d->index_error_host), sizeof(int)), "CudaBackend: index check"));
+    }
     return static_cast<runtime::DelegateHandle*>(d.release());
   }
 
@@ -512,7 +577,19 @@ class CudaBackend final : public runtime::BackendInterface {
                                              stream), "CudaBackend: output copy"));
     }
     // Host outputs are read as soon as execute returns; device outputs follow the stream's order.
-    if (to_host || !caller) ET_TRY(ecuda::to_error(cudaStreamSynchronize(stream), "CudaBackend: synchronize"));
+    // An index out of range is only known on the device: such delegates always wait, and report it.
+    if (d->checks_indices) {
+      ET_TRY(ecuda::to_error(cudaMemcpyAsync(d->index_error_host, d->index_error.ptr, sizeof(int), cudaMemcpyDeviceToHost,
+                                             stream), "CudaBackend: index check"));
+    }
+    if (to_host || !caller || d->checks_indices) {
+      ET_TRY(ecuda::to_error(cudaStreamSynchronize(stream), "CudaBackend: synchronize"));
+    }
+    if (d->checks_indices && *d->index_error_host != 0) {
+      *d->index_error_host = 0;
+      ET_TRY(ecuda::to_error(cudaMemset(d->index_error.ptr, 0, sizeof(int)), "CudaBackend: index check"));
+      return ET_ERROR(Error::InvalidArgument, "%s: an embedding index is out of range", kCudaBackendName);
+    }
     return Error::Ok;
   }
 

@@ -23,6 +23,7 @@ using runtime::Tensor;
 constexpr int64_t kMaxWindow = int64_t{1} << 20;
 
 bool is_float(const EValue* v) { return v->is_tensor() && v->to_tensor().scalar_type() == runtime::ScalarType::Float; }
+bool is_bool(const EValue* v) { return v->is_tensor() && v->to_tensor().scalar_type() == runtime::ScalarType::Bool; }
 
 // Each check names the operator and the argument.
 #define PAYLOAD_CHECK(cond, ...) ET_CHECK_OR_RETURN(cond, Error::InvalidProgram, __VA_ARGS__)
@@ -36,6 +37,20 @@ Error need_numel(const EValue* v, int64_t numel, const char* op, size_t i) {
   ET_TRY(need_float(v, op, i));
   PAYLOAD_CHECK(v->to_tensor().numel() == numel, "%s %s: argument %zu has %lld elements, expected %lld",
                 kCudaBackendName, op, i, static_cast<long long>(v->to_tensor().numel()), static_cast<long long>(numel));
+  return Error::Ok;
+}
+
+Error need_bool_numel(const EValue* v, int64_t numel, const char* op, size_t i) {
+  PAYLOAD_CHECK(is_bool(v) && v->to_tensor().numel() == numel, "%s %s: argument %zu must be a bool tensor of %lld elements",
+                kCudaBackendName, op, i, static_cast<long long>(numel));
+  return Error::Ok;
+}
+
+// Tensor `v` broadcasts to `out` (at most kMaxOpDims dimensions).
+Error need_broadcast(const EValue* v, const Tensor& out, const char* op, size_t i) {
+  int64_t strides[kMaxOpDims];
+  PAYLOAD_CHECK(v->is_tensor() && out.dim() <= kMaxOpDims && broadcast_strides(v->to_tensor(), out.dim(), out.sizes(), strides),
+                "%s %s: argument %zu does not broadcast to the output's shape", kCudaBackendName, op, i);
   return Error::Ok;
 }
 
@@ -70,9 +85,20 @@ bool classify(const std::string& name, OpPlan* op) {
       {"aten::add.Tensor", Binary::Add}, {"aten::sub.Tensor", Binary::Sub}, {"aten::mul.Tensor", Binary::Mul},
       {"aten::div.Tensor", Binary::Div}, {"aten::mul.Scalar", Binary::Mul}, {"aten::add.Scalar", Binary::Add},
   };
+  static const struct { const char* name; Compare op; } compare[] = {
+      {"aten::eq.Scalar", Compare::Eq}, {"aten::ne.Scalar", Compare::Ne}, {"aten::lt.Scalar", Compare::Lt},
+      {"aten::le.Scalar", Compare::Le}, {"aten::gt.Scalar", Compare::Gt}, {"aten::ge.Scalar", Compare::Ge},
+  };
   static const struct { const char* name; OpKind kind; } other[] = {
       {"aten::addmm", OpKind::Addmm},
       {"aten::mm", OpKind::Mm},
+      {"aten::bmm", OpKind::Bmm},
+      {"aten::expand", OpKind::Expand},
+      {"aten::split_with_sizes", OpKind::Split},
+      {"aten::logical_not", OpKind::LogicalNot},
+      {"aten::any.dim", OpKind::Any},
+      {"aten::where.self", OpKind::Where},
+      {"aten::embedding", OpKind::Embedding},
       {"aten::_softmax", OpKind::Softmax},
       {"aten::_log_softmax", OpKind::LogSoftmax},
       {"aten::native_layer_norm", OpKind::LayerNorm},
@@ -94,6 +120,9 @@ bool classify(const std::string& name, OpPlan* op) {
   }
   for (const auto& b : binary) {
     if (name == b.name) return op->kind = OpKind::Binary, op->binary = b.op, true;
+  }
+  for (const auto& c : compare) {
+    if (name == c.name) return op->kind = OpKind::Compare, op->compare = c.op, true;
   }
   for (const auto& o : other) {
     if (name == o.name) return op->kind = o.kind, true;
@@ -196,7 +225,52 @@ Error plan_mean(Span<EValue*> a, const char* op) {
   return need_numel(a[4], kept, op, 4);
 }
 
+// split_with_sizes(self, split_sizes, dim, out_0, ..., out_{n-1}); ints = dim.
+Error plan_split(Span<EValue*> a, const char* op, OpPlan* plan) {
+  PAYLOAD_CHECK(a[0]->is_tensor() && a[1]->is_int_list() && a[2]->is_int(), "%s %s: arguments", kCudaBackendName, op);
+  const auto sizes = a[1]->to_int_list();
+  PAYLOAD_CHECK(a.size() == 3 + sizes.size(), "%s %s: %zu arguments for %zu pieces", kCudaBackendName, op, a.size(),
+                sizes.size());
+  const Tensor& x = a[0]->to_tensor();
+  int64_t dim = a[2]->to_int();
+  PAYLOAD_CHECK(x.dim() > 0 && x.dim() <= kMaxOpDims && dim >= -x.dim() && dim < x.dim(), "%s %s: dimension out of range",
+                kCudaBackendName, op);
+  if (dim < 0) dim += x.dim();
+  int64_t covered = 0;
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    const EValue* o = a[3 + i];
+    PAYLOAD_CHECK(o->is_tensor() && o->to_tensor().scalar_type() == x.scalar_type() && o->to_tensor().dim() == x.dim() &&
+                      sizes[i] >= 0 && sizes[i] <= x.size(static_cast<int>(dim)) - covered,
+                  "%s %s: piece %zu does not fit the input", kCudaBackendName, op, i);
+    for (int d = 0; d < x.dim(); ++d) {
+      PAYLOAD_CHECK(o->to_tensor().size(d) == (d == dim ? sizes[i] : x.size(d)), "%s %s: piece %zu has another shape",
+                    kCudaBackendName, op, i);
+    }
+    covered += sizes[i];
+  }
+  PAYLOAD_CHECK(covered == x.size(static_cast<int>(dim)), "%s %s: pieces do not cover the input", kCudaBackendName, op);
+  plan->ints[0] = dim;
+  return Error::Ok;
+}
+
 }  // namespace
+
+bool broadcast_strides(const Tensor& t, int out_rank, const int64_t* out_sizes, int64_t* strides) {
+  const int shift = out_rank - t.dim();
+  if (shift < 0) return false;
+  int64_t stride = 1;
+  for (int d = out_rank - 1; d >= 0; --d) {
+    if (d < shift) {
+      strides[d] = 0;
+      continue;
+    }
+    const int64_t size = t.size(d - shift);
+    if (size != out_sizes[d] && size != 1) return false;
+    strides[d] = size == 1 ? 0 : stride;
+    stride *= size;
+  }
+  return true;
+}
 
 Error plan_op(const char* name, Span<EValue*> a, OpPlan* plan) {
   ET_CHECK_OR_RETURN(classify(name, plan), Error::NotSupported, "%s does not implement %s", kCudaBackendName, name);
@@ -223,6 +297,54 @@ Error plan_op(const char* name, Span<EValue*> a, OpPlan* plan) {
       PAYLOAD_CHECK(a[n - 1]->to_tensor().dim() <= kMaxOpDims, "%s %s: more than %d dimensions", kCudaBackendName, name,
                     kMaxOpDims);
       return Error::Ok;  // broadcasting is checked against the shapes on each call
+    case OpKind::Bmm:
+      PAYLOAD_CHECK(n == 3, "%s %s: %zu arguments", kCudaBackendName, name, n);
+      for (size_t t : {0, 1, 2}) ET_TRY(need_float(a[t], name, t));
+      return Error::Ok;  // the shim library checks the matrix shapes
+    case OpKind::Expand:
+      PAYLOAD_CHECK(n == 4 && a[n - 1]->is_tensor() && a[0]->is_tensor() &&
+                        a[0]->to_tensor().scalar_type() == a[n - 1]->to_tensor().scalar_type(),
+                    "%s %s: arguments", kCudaBackendName, name);
+      return need_broadcast(a[0], a[n - 1]->to_tensor(), name, 0);
+    case OpKind::Split:
+      return plan_split(a, name, plan);
+    case OpKind::Compare:
+      PAYLOAD_CHECK(n == 3, "%s %s: %zu arguments", kCudaBackendName, name, n);
+      ET_TRY(need_float(a[0], name, 0));
+      ET_TRY(need_number(a[1], name, 1));
+      return need_bool_numel(a[2], a[0]->to_tensor().numel(), name, 2);
+    case OpKind::LogicalNot:
+      PAYLOAD_CHECK(n == 2 && is_bool(a[0]), "%s %s: the input must be a bool tensor", kCudaBackendName, name);
+      return need_bool_numel(a[1], a[0]->to_tensor().numel(), name, 1);
+    case OpKind::Any: {
+      // Over the last dimension only (as the attention masks lower to).
+      PAYLOAD_CHECK(n == 4 && is_bool(a[0]) && a[1]->is_int() && a[2]->is_bool(), "%s %s: arguments", kCudaBackendName, name);
+      const Tensor& x = a[0]->to_tensor();
+      PAYLOAD_CHECK(x.dim() > 0 && (a[1]->to_int() == -1 || a[1]->to_int() == x.dim() - 1),
+                    "%s: %s only over the last dimension", kCudaBackendName, name);
+      const int64_t cols = x.size(x.dim() - 1);
+      return need_bool_numel(a[3], cols ? x.numel() / cols : 0, name, 3);
+    }
+    case OpKind::Where: {
+      PAYLOAD_CHECK(n == 4 && is_bool(a[0]), "%s %s: the condition must be a bool tensor", kCudaBackendName, name);
+      ET_TRY(need_float(a[1], name, 1));
+      ET_TRY(need_float(a[2], name, 2));
+      ET_TRY(need_float(a[3], name, 3));
+      for (size_t i : {0, 1, 2}) ET_TRY(need_broadcast(a[i], a[3]->to_tensor(), name, i));
+      return Error::Ok;
+    }
+    case OpKind::Embedding: {
+      PAYLOAD_CHECK(n == 6 && a[1]->is_tensor() && a[2]->is_int(), "%s %s: arguments", kCudaBackendName, name);
+      ET_TRY(need_float(a[0], name, 0));
+      const Tensor &w = a[0]->to_tensor(), &idx = a[1]->to_tensor();
+      PAYLOAD_CHECK(w.dim() == 2, "%s %s: the weight must be 2-D", kCudaBackendName, name);
+      PAYLOAD_CHECK(idx.scalar_type() == runtime::ScalarType::Long || idx.scalar_type() == runtime::ScalarType::Int,
+                    "%s %s: indices must be int64 or int32", kCudaBackendName, name);
+      int64_t total = 0;
+      PAYLOAD_CHECK(!__builtin_mul_overflow(idx.numel(), w.size(1), &total), "%s %s: output size overflows",
+                    kCudaBackendName, name);
+      return need_numel(a[5], total, name, 5);
+    }
     case OpKind::Addmm:
     case OpKind::Mm: {
       const bool addmm = plan->kind == OpKind::Addmm;

@@ -16,7 +16,8 @@ namespace backends {
 namespace cuda {
 
 enum class OpKind {
-  Addmm, Mm, Unary, Binary, Softmax, LogSoftmax, LayerNorm, Copy, Permute, Conv, BatchNorm, MaxPool, AvgPool, Mean
+  Addmm, Mm, Bmm, Unary, Binary, Softmax, LogSoftmax, LayerNorm, Copy, Permute, Expand, Split, Conv, BatchNorm,
+  MaxPool, AvgPool, Mean, Compare, LogicalNot, Any, Where, Embedding
 };
 
 // One checked instruction. Conv: ints = n, c, h, w, oc, kh, kw, stride h/w, pad h/w, dilation h/w,
@@ -25,8 +26,13 @@ struct OpPlan {
   OpKind kind = OpKind::Copy;
   Unary unary = Unary::Relu;
   Binary binary = Binary::Add;
+  Compare compare = Compare::Eq;
   int64_t ints[16] = {};
 };
+
+// Element strides of `t` read as the broadcast operand of an output of `out_rank` dimensions and
+// `out_sizes` (0 where broadcast); false where `t` does not broadcast to it.
+bool broadcast_strides(const runtime::Tensor& t, int out_rank, const int64_t* out_sizes, int64_t* strides);
 
 // Checks kernel call `name` with `args` (ATen schema order, outputs last) and fills `plan`.
 runtime::Error plan_op(const char* name, runtime::Span<runtime::EValue*> args, OpPlan* plan);

@@ -370,4 +370,52 @@ AOTITorchError aoti_torch_cuda_mm_out(AtenTensorHandle out, AtenTensorHandle sel
   return aoti_torch_cuda_addmm_out(out, nullptr, self, mat2, 0.0, 1.0);
 }
 
+// A 3-D CUDA tensor of `dtype` whose matrices are row-major; its batch stride in *batch_stride.
+static bool batched_matrix(AtenTensorHandle t, rt::ScalarType dtype, int64_t* batch_stride) {
+  if (t == nullptr || t->device_type != kCuda || t->dtype != dtype || t->sizes.size() != 3) return false;
+  const auto& s = t->sizes;
+  const auto& st = t->strides;
+  if ((s[2] > 1 && st[2] != 1) || (s[1] > 1 && st[1] != s[2]) || st[0] < 0) return false;
+  *batch_stride = s[0] > 1 ? st[0] : 0;
+  return true;
+}
+
+AOTITorchError aoti_torch_cuda_bmm_out(AtenTensorHandle out, AtenTensorHandle self, AtenTensorHandle mat2) {
+  namespace kc = executorch::backends::cuda;
+  cudaDataType type;
+  if (self == nullptr || !gemm_type(self->dtype, &type)) {
+    return fail("aoti_torch_cuda_bmm_out: self must be a float32, float16 or bfloat16 CUDA tensor");
+  }
+  int64_t sa = 0, sb = 0, sc = 0;
+  if (!batched_matrix(self, self->dtype, &sa) || !batched_matrix(mat2, self->dtype, &sb) ||
+      !batched_matrix(out, self->dtype, &sc)) {
+    return fail("aoti_torch_cuda_bmm_out: self, mat2 and out must be 3-D CUDA tensors of one dtype with row-major matrices");
+  }
+  const int64_t batch = out->sizes[0], m = out->sizes[1], n = out->sizes[2], k = self->sizes[2];
+  if (self->sizes[0] != batch || mat2->sizes[0] != batch || self->sizes[1] != m || mat2->sizes[1] != k ||
+      mat2->sizes[2] != n) {
+    return fail("aoti_torch_cuda_bmm_out: shapes do not multiply");
+  }
+  if (batch > 1 && sc < m * n) return fail("aoti_torch_cuda_bmm_out: the matrices of out overlap");
+  if (batch == 0 || m == 0 || n == 0) return AOTI_TORCH_SUCCESS;
+  const cudaStream_t stream = stream_now();
+  if (kc::cublas_available()) {
+    if (const char* e = kc::cublas_gemm(type, m, n, k, 1.f, self->data(), mat2->data(), 0.f, out->data(), stream, batch,
+                                        sa, sb, sc)) {
+      rt::set_error(rt::Error::Internal, "aoti_torch_cuda_bmm_out: %s", e);
+      return AOTI_TORCH_FAILURE;
+    }
+    return AOTI_TORCH_SUCCESS;
+  }
+  if (type != CUDA_R_32F) {
+    rt::set_error(rt::Error::NotSupported, "aoti_torch_cuda_bmm_out: %s needs cuBLAS: %s", rt::to_string(self->dtype),
+                  kc::cublas_unavailable_reason());
+    return AOTI_TORCH_FAILURE;
+  }
+  const cudaError_t status =
+      kc::launch_sgemm(m, n, k, 1.f, static_cast<const float*>(self->data()), static_cast<const float*>(mat2->data()), 0.f,
+                       static_cast<float*>(out->data()), stream, batch, sa, sb, sc);
+  return status == cudaSuccess ? AOTI_TORCH_SUCCESS : cuda_fail(status, "aoti_torch_cuda_bmm_out");
+}
+
 }  // extern "C"

@@ -73,12 +73,16 @@ AOTI_SHIM_EXPORT AOTITorchError aoti_torch_create_cuda_stream_guard(void* stream
 AOTI_SHIM_EXPORT AOTITorchError aoti_torch_delete_cuda_stream_guard(CUDAStreamGuardHandle guard);
 AOTI_SHIM_EXPORT AOTITorchError aoti_torch_get_current_cuda_stream(int32_t device_index, void** ret_stream);
 
-// Kernels (float32, contiguous, CUDA): out = self @ mat2; out = beta * self + alpha * (mat1 @ mat2).
+// Kernels (float32, float16, bfloat16; contiguous; CUDA): out = self @ mat2; out = beta * self + alpha * (mat1 @ mat2).
 AOTI_SHIM_EXPORT AOTITorchError aoti_torch_cuda_mm_out(AtenTensorHandle out, AtenTensorHandle self,
                                                        AtenTensorHandle mat2);
 AOTI_SHIM_EXPORT AOTITorchError aoti_torch_cuda_addmm_out(AtenTensorHandle out, AtenTensorHandle self,
                                                           AtenTensorHandle mat1, AtenTensorHandle mat2, double beta,
                                                           double alpha);
+// out[i] = self[i] @ mat2[i] for 3-D tensors whose matrices are row-major (the batch strides are
+// free: 0 multiplies every matrix of the other operand by one matrix); float32, float16, bfloat16.
+AOTI_SHIM_EXPORT AOTITorchError aoti_torch_cuda_bmm_out(AtenTensorHandle out, AtenTensorHandle self,
+                                                        AtenTensorHandle mat2);
 
 #ifdef __cplusplus
 }

@@ -13,10 +13,14 @@ from executorch.export._planner import Allocation, plan
 from executorch.serialization.pte import Delegate, DelegateCall, KernelCall, Plan, ProgramSpec, TensorSpec, Value, serialize
 
 BACKEND_ID = "CudaBackend"
-FLOAT32 = 6
+FLOAT32, INT32, INT64, BOOL = 6, 3, 4, 11
 
-# What backends/cuda/runtime/cuda_backend.cpp (classify) implements, float32 only.
+# What backends/cuda/runtime/payload.cpp (classify) implements, on float32 tensors (bool masks and
+# integer indices where _OTHER_DTYPES says).
 CUDA_OPERATORS = {
+    "aten::bmm", "aten::expand", "aten::split_with_sizes", "aten::logical_not", "aten::any.dim", "aten::where.self",
+    "aten::embedding", "aten::eq.Scalar", "aten::ne.Scalar", "aten::lt.Scalar", "aten::le.Scalar", "aten::gt.Scalar",
+    "aten::ge.Scalar",
     "aten::relu", "aten::silu", "aten::sigmoid", "aten::tanh", "aten::neg", "aten::exp", "aten::rsqrt", "aten::gelu",
     "aten::add.Tensor", "aten::sub.Tensor", "aten::mul.Tensor", "aten::div.Tensor", "aten::mul.Scalar",
     "aten::add.Scalar", "aten::addmm", "aten::mm", "aten::_softmax", "aten::_log_softmax", "aten::native_layer_norm",
@@ -25,6 +29,16 @@ CUDA_OPERATORS = {
     "aten::avg_pool2d", "aten::mean.dim",
 }
 MAX_DIMS = 8
+
+# Argument positions (outputs count from the end as -1) whose tensors may have other dtypes.
+_OTHER_DTYPES: dict[str, dict[int, set[int]]] = {
+    "aten::max_pool2d_with_indices": {-1: {INT64}},
+    "aten::embedding": {1: {INT64, INT32}},
+    "aten::logical_not": {0: {BOOL}, -1: {BOOL}},
+    "aten::any.dim": {0: {BOOL}, -1: {BOOL}},
+    "aten::where.self": {0: {BOOL}},
+    **{f"aten::{c}.Scalar": {-1: {BOOL}} for c in ("eq", "ne", "lt", "le", "gt", "ge")},
+}
 
 
 def _op_name(p: Plan, ins: KernelCall) -> str:
@@ -49,10 +63,18 @@ def supported(p: Plan, ins: KernelCall) -> bool:
     name = _op_name(p, ins)
     if name not in CUDA_OPERATORS:
         return False
-    args = ins.args[:-1] if name == "aten::max_pool2d_with_indices" else ins.args  # indices are int64
-    tensors = _tensor_args(p, args)
-    if any(t.dtype != FLOAT32 or len(t.sizes) > MAX_DIMS for t in tensors):
-        return False
+    other = _OTHER_DTYPES.get(name, {})
+    for pos, a in enumerate(ins.args):
+        allowed = other.get(pos, other.get(pos - len(ins.args), {FLOAT32}))
+        if any(t.dtype not in allowed or len(t.sizes) > MAX_DIMS for t in _tensor_args(p, [a])):
+            return False
+    if name == "aten::any.dim":
+        rank = len(p.values[ins.args[0]].payload.sizes)
+        return rank > 0 and p.values[ins.args[1]].payload in (-1, rank - 1)
+    if name == "aten::embedding":
+        return len(p.values[ins.args[0]].payload.sizes) == 2
+    if name == "aten::split_with_sizes":
+        return len(p.values[ins.args[0]].payload.sizes) > 0
     if name in ("aten::_softmax", "aten::_log_softmax"):
         rank = len(p.values[ins.args[0]].payload.sizes)
         dim = p.values[ins.args[1]].payload
