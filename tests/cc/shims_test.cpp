@@ -152,6 +152,50 @@ void test_bfloat16_gemm() {
   for (AtenTensorHandle h : {ha, da, hb, db, hout, dout}) aoti_torch_delete_tensor_object(h);
 }
 
+// Batched products: one left matrix for every batch (batch stride 0) and an out whose matrices are
+// spaced apart (as a grouped convolution's outputs are), against a double-precision loop.
+void test_bmm() {
+  const int64_t batch = 5, m = 19, k = 33, n = 27, gap = m * n + 7;
+  std::vector<float> a(m * k), b(batch * k * n), out(batch * gap, -1.f);
+  for (size_t i = 0; i < a.size(); ++i) a[i] = std::sin(0.3f * i);
+  for (size_t i = 0; i < b.size(); ++i) b[i] = std::cos(0.05f * i);
+  auto device = [](std::vector<float>& host) {
+    void* ptr = nullptr;
+    CHECK(cudaMalloc(&ptr, host.size() * sizeof(float)) == cudaSuccess);
+    CHECK(cudaMemcpy(ptr, host.data(), host.size() * sizeof(float), cudaMemcpyHostToDevice) == cudaSuccess);
+    return ptr;
+  };
+  void *pa = device(a), *pb = device(b), *pout = device(out);
+  auto view = [](void* data, std::vector<int64_t> sizes, std::vector<int64_t> strides) {
+    AtenTensorHandle h = nullptr;
+    CHECK(aoti_torch_create_tensor_from_blob_v2(data, 3, sizes.data(), strides.data(), 0, aoti_torch_dtype_float32(),
+                                                aoti_torch_device_type_cuda(), 0, &h, 0, nullptr, 0) == 0);
+    return h;
+  };
+  AtenTensorHandle ha = view(pa, {batch, m, k}, {0, k, 1}), hb = view(pb, {batch, k, n}, {k * n, n, 1}),
+                   hout = view(pout, {batch, m, n}, {gap, n, 1});
+  CHECK(aoti_torch_cuda_bmm_out(hout, ha, hb) == AOTI_TORCH_SUCCESS);
+  CHECK(cudaMemcpy(out.data(), pout, out.size() * sizeof(float), cudaMemcpyDeviceToHost) == cudaSuccess);
+  double worst = 0;
+  for (int64_t z = 0; z < batch; ++z) {
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j) {
+        double s = 0;
+        for (int64_t p = 0; p < k; ++p) s += double(a[i * k + p]) * b[(z * k + p) * n + j];
+        worst = std::fmax(worst, std::fabs(out[z * gap + i * n + j] - s) / (1 + std::fabs(s)));
+      }
+    CHECK(out[z * gap + m * n] == -1.f);  // the gap between out's matrices is untouched
+  }
+  CHECK(worst < 1e-4);  // float32 accumulation, no TF32
+  // Overlapping out matrices and shapes that do not multiply are errors.
+  AtenTensorHandle overlapping = view(pout, {batch, m, n}, {n, n, 1});
+  CHECK(aoti_torch_cuda_bmm_out(overlapping, ha, hb) == AOTI_TORCH_FAILURE);
+  CHECK(aoti_torch_cuda_bmm_out(hout, hb, ha) == AOTI_TORCH_FAILURE);
+  std::printf("bmm on the device: worst relative error %.2e\n", worst);
+  for (AtenTensorHandle h : {ha, hb, hout, overlapping}) aoti_torch_delete_tensor_object(h);
+  for (void* p : {pa, pb, pout}) cudaFree(p);
+}
+
 }  // namespace
 
 int main() {
@@ -160,5 +204,6 @@ int main() {
   test_cpu_tensors();
   test_cuda(have_device);
   if (have_device) test_bfloat16_gemm();
+  if (have_device) test_bmm();
   return executorch::testing::finish("shims_test");
 }

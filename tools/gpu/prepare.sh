@@ -54,6 +54,17 @@ for name in ("mlp", "cnn", "encoder"):
     if name == "mlp":  # for a device it was not exported for (device_faults.py)
         blob = export(model, example, backend="cuda", cuda_archs=["sm_100"])
         open(os.path.join(sys.argv[1], "..", "faults", "mlp_sm100.pte"), "wb").write(blob)
+# The language model takes int64 tokens (verify.sh checks it through the Python runtime).
+model, example = MODELS["tiny_lm"](2)
+(tokens,) = fresh_inputs(example, 99)
+with torch.no_grad():
+    ref = model(tokens).numpy()
+lm = os.path.join(sys.argv[1], "lm")
+os.makedirs(lm, exist_ok=True)
+open(os.path.join(lm, "tiny_lm_cuda.pte"), "wb").write(export(model, example, backend="cuda"))
+import numpy as np
+np.save(os.path.join(lm, "tokens.npy"), tokens.numpy())
+np.save(os.path.join(lm, "expected.npy"), ref)
 PY
 
 # The malformed programs that delegate to CUDA (tests/hostile), for the real CudaBackend on the GPU.

@@ -101,6 +101,37 @@ for pte in sorted(Path(sys.argv[1]).glob("*.pte")):
 PY
 )
 
+if [[ -d $art/models/lm ]]; then
+  echo "== the language model (int64 tokens, embeddings and causal attention) on CudaBackend"
+  (cd "$work/empty" && "$work/venv/bin/python" -I - "$art/models/lm" <<'PY'
+import sys, numpy as np
+from pathlib import Path
+from executorch.runtime import ExecutorchError, Runtime
+lm = Path(sys.argv[1])
+tokens, want = np.load(lm / "tokens.npy"), np.load(lm / "expected.npy")
+program = Runtime.get().load_program(lm / "tiny_lm_cuda.pte")
+method = program.load_method()
+tol = 1e-4 * max(1.0, float(np.abs(want).max()))
+for attempt in range(3):  # eager, then captured into a CUDA graph, then replayed
+    err = float(np.abs(method.execute([tokens])[0] - want).max())
+    assert err <= tol, (attempt, err)
+print(f"   tiny_lm_cuda.pte: {program.metadata('cuda_delegate_calls')} CudaBackend call(s), "
+      f"max |ours - expected| = {err:.3g} (tolerance {tol:.3g})")
+bad = tokens.copy()
+bad[0, 3] = 512  # the vocabulary has 512 rows
+try:
+    method.execute([bad])
+    raise SystemExit("an out-of-range token ran")
+except ExecutorchError as e:
+    assert "embedding index is out of range" in str(e), e
+    print(f"   token 512 of 512: {e}")
+err = float(np.abs(method.execute([tokens])[0] - want).max())
+assert err <= tol, err
+print(f"   and the next call is right again: max |ours - expected| = {err:.3g}")
+PY
+  )
+fi
+
 if [[ -d $art/cmake_cuda ]]; then
   echo "== CMake application with a GPU-memory input (the seed's example)"
   cmake -S "$art/cmake_cuda" -B "$work/gpu_app" -DCMAKE_PREFIX_PATH="$("$work/venv/bin/python" -I -m executorch.sysconfig --cmake-dir)" \
