@@ -30,7 +30,8 @@ exports_files(["lib/{cudart}"])
 
 cc_library(
     name = "cuda_headers",
-    hdrs = glob(["include/**/*.h", "include/**/*.hpp", "include/**/*.cuh"], allow_empty = True),
+    # nv/target (cuda_fp16.h and cuda_bf16.h include it) has no extension.
+    hdrs = glob(["include/**/*.h", "include/**/*.hpp", "include/**/*.cuh", "include/nv/**"], allow_empty = True),
     includes = ["include"],
 )
 

@@ -38,8 +38,9 @@ __global__ void sgemm_kernel(int64_t m, int64_t n, int64_t k, float alpha, const
   }
 }
 
-__global__ void broadcast_rows_kernel(int64_t m, int64_t n, const float* __restrict__ bias, int64_t bias_numel,
-                                      float* __restrict__ c) {
+template <typename T>
+__global__ void broadcast_rows_kernel(int64_t m, int64_t n, const T* __restrict__ bias, int64_t bias_numel,
+                                      T* __restrict__ c) {
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i < m * n) c[i] = bias[bias_numel == n ? i % n : i];
 }
@@ -57,12 +58,21 @@ cudaError_t launch_sgemm(int64_t m, int64_t n, int64_t k, float alpha, const flo
   return cudaGetLastError();
 }
 
-cudaError_t launch_broadcast_rows(int64_t m, int64_t n, const float* bias, int64_t bias_numel, float* c,
+cudaError_t launch_broadcast_rows(int64_t m, int64_t n, const void* bias, int64_t bias_numel, void* c, int element_size,
                                   cudaStream_t stream) {
   if (bias_numel != n && bias_numel != m * n) return cudaErrorInvalidValue;
   const int64_t total = m * n;
   if (total == 0) return cudaSuccess;
-  broadcast_rows_kernel<<<static_cast<unsigned>((total + 255) / 256), 256, 0, stream>>>(m, n, bias, bias_numel, c);
+  const unsigned blocks = static_cast<unsigned>((total + 255) / 256);
+  if (element_size == 4) {
+    broadcast_rows_kernel<<<blocks, 256, 0, stream>>>(m, n, static_cast<const uint32_t*>(bias), bias_numel,
+                                                      static_cast<uint32_t*>(c));
+  } else if (element_size == 2) {
+    broadcast_rows_kernel<<<blocks, 256, 0, stream>>>(m, n, static_cast<const uint16_t*>(bias), bias_numel,
+                                                      static_cast<uint16_t*>(c));
+  } else {
+    return cudaErrorInvalidValue;
+  }
   return cudaGetLastError();
 }
 

@@ -14,8 +14,8 @@ cudaError_t launch_sgemm(int64_t m, int64_t n, int64_t k, float alpha, const flo
                          float* c, cudaStream_t stream, int64_t batch = 1, int64_t stride_a = 0, int64_t stride_b = 0,
                          int64_t stride_c = 0);
 
-// C[m, n] = bias broadcast: bias has n elements (per column) or m * n.
-cudaError_t launch_broadcast_rows(int64_t m, int64_t n, const float* bias, int64_t bias_numel, float* c,
+// C[m, n] = bias broadcast: bias has n elements (per column) or m * n, of `element_size` bytes (2 or 4).
+cudaError_t launch_broadcast_rows(int64_t m, int64_t n, const void* bias, int64_t bias_numel, void* c, int element_size,
                                   cudaStream_t stream);
 
 }  // namespace cuda

@@ -9,6 +9,19 @@ constexpr int kThreads = 256;
 
 unsigned blocks_for(int64_t n) { return static_cast<unsigned>((n + kThreads - 1) / kThreads); }
 
+// Loads and stores in float32 whatever the element type.
+__device__ __forceinline__ float ld(float v) { return v; }
+__device__ __forceinline__ float ld(__half v) { return __half2float(v); }
+__device__ __forceinline__ float ld(__nv_bfloat16 v) { return __bfloat162float(v); }
+template <typename T>
+__device__ __forceinline__ T st(float v);
+template <>
+__device__ __forceinline__ float st<float>(float v) { return v; }
+template <>
+__device__ __forceinline__ __half st<__half>(float v) { return __float2half_rn(v); }
+template <>
+__device__ __forceinline__ __nv_bfloat16 st<__nv_bfloat16>(float v) { return __float2bfloat16_rn(v); }
+
 __device__ float apply(Unary op, float x) {
   switch (op) {
     case Unary::Relu: return x > 0.f ? x : 0.f;
@@ -24,33 +37,6 @@ __device__ float apply(Unary op, float x) {
   return x;
 }
 
-__global__ void unary_kernel(Unary op, const float* __restrict__ x, float* __restrict__ y, int64_t n) {
-  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i < n) y[i] = apply(op, x[i]);
-}
-
-__global__ void binary_kernel(Binary op, const float* __restrict__ a, const float* __restrict__ b, float scalar,
-                              float alpha, float* __restrict__ out, int64_t n, Broadcast s) {
-  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i >= n) return;
-  int64_t rem = i, ia = 0, ib = 0;
-  for (int d = s.dim - 1; d >= 0; --d) {
-    const int64_t idx = rem % s.out_sizes[d];
-    rem /= s.out_sizes[d];
-    ia += idx * s.a_strides[d];
-    ib += idx * s.b_strides[d];
-  }
-  const float x = a[ia], y = (b ? b[ib] : scalar) * alpha;
-  float r = 0.f;
-  switch (op) {
-    case Binary::Add: r = x + y; break;
-    case Binary::Sub: r = x - y; break;
-    case Binary::Mul: r = x * y; break;
-    case Binary::Div: r = x / y; break;
-  }
-  out[i] = r;
-}
-
 // Element offset of output element i in an operand with `strides` (0 where broadcast).
 __device__ int64_t broadcast_offset(int64_t i, const Broadcast& s, const int64_t* strides) {
   int64_t off = 0;
@@ -61,18 +47,68 @@ __device__ int64_t broadcast_offset(int64_t i, const Broadcast& s, const int64_t
   return off;
 }
 
-__global__ void where_kernel(const bool* __restrict__ c, const float* __restrict__ a, const float* __restrict__ b,
-                             float* __restrict__ out, int64_t n, Broadcast s) {
+// Sum over a block of kThreads threads (all threads get it).
+__device__ float block_sum(float v, float* shared) {
+  shared[threadIdx.x] = v;
+  __syncthreads();
+  for (int s = blockDim.x / 2; s > 0; s /= 2) {
+    if (threadIdx.x < s) shared[threadIdx.x] += shared[threadIdx.x + s];
+    __syncthreads();
+  }
+  const float out = shared[0];
+  __syncthreads();
+  return out;
+}
+
+__device__ float block_max(float v, float* shared) {
+  shared[threadIdx.x] = v;
+  __syncthreads();
+  for (int s = blockDim.x / 2; s > 0; s /= 2) {
+    if (threadIdx.x < s) shared[threadIdx.x] = fmaxf(shared[threadIdx.x], shared[threadIdx.x + s]);
+    __syncthreads();
+  }
+  const float out = shared[0];
+  __syncthreads();
+  return out;
+}
+
+template <typename T>
+__global__ void unary_kernel(Unary op, const T* __restrict__ x, T* __restrict__ y, int64_t n) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i < n) y[i] = st<T>(apply(op, ld(x[i])));
+}
+
+template <typename T>
+__global__ void binary_kernel(Binary op, const T* __restrict__ a, const T* __restrict__ b, float scalar, float alpha,
+                              T* __restrict__ out, int64_t n, Broadcast s) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= n) return;
+  const float x = ld(a[broadcast_offset(i, s, s.a_strides)]);
+  const float y = (b ? ld(b[broadcast_offset(i, s, s.b_strides)]) : scalar) * alpha;
+  float r = 0.f;
+  switch (op) {
+    case Binary::Add: r = x + y; break;
+    case Binary::Sub: r = x - y; break;
+    case Binary::Mul: r = x * y; break;
+    case Binary::Div: r = x / y; break;
+  }
+  out[i] = st<T>(r);
+}
+
+template <typename T>
+__global__ void where_kernel(const bool* __restrict__ c, const T* __restrict__ a, const T* __restrict__ b,
+                             T* __restrict__ out, int64_t n, Broadcast s) {
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= n) return;
   out[i] = c[broadcast_offset(i, s, s.c_strides)] ? a[broadcast_offset(i, s, s.a_strides)]
                                                    : b[broadcast_offset(i, s, s.b_strides)];
 }
 
-__global__ void compare_kernel(Compare op, const float* __restrict__ x, float v, bool* __restrict__ out, int64_t n) {
+template <typename T>
+__global__ void compare_kernel(Compare op, const T* __restrict__ x, float v, bool* __restrict__ out, int64_t n) {
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= n) return;
-  const float a = x[i];
+  const float a = ld(x[i]);
   bool r = false;
   switch (op) {
     case Compare::Eq: r = a == v; break;
@@ -100,14 +136,15 @@ __global__ void row_any_kernel(const bool* __restrict__ x, bool* __restrict__ y,
   if (threadIdx.x % 32 == 0) y[row] = any;
 }
 
-__global__ void embedding_kernel(const float* __restrict__ w, const void* __restrict__ indices, bool int32_indices,
-                                 float* __restrict__ out, int64_t n, int64_t rows, int64_t width, int* bad) {
+template <typename T>
+__global__ void embedding_kernel(const T* __restrict__ w, const void* __restrict__ indices, bool int32_indices,
+                                 T* __restrict__ out, int64_t n, int64_t rows, int64_t width, int* bad) {
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= n * width) return;
   const int64_t k = i / width;
   const int64_t r = int32_indices ? static_cast<const int32_t*>(indices)[k] : static_cast<const int64_t*>(indices)[k];
   if (r < 0 || r >= rows) {
-    out[i] = 0.f;
+    out[i] = st<T>(0.f);
     *bad = 1;
     return;
   }
@@ -115,65 +152,44 @@ __global__ void embedding_kernel(const float* __restrict__ w, const void* __rest
 }
 
 // One block per row: max, sum of exponentials, then the normalized values.
-__global__ void softmax_kernel(const float* __restrict__ x, float* __restrict__ y, int64_t cols, bool log) {
+template <typename T>
+__global__ void softmax_kernel(const T* __restrict__ x, T* __restrict__ y, int64_t cols, bool log) {
   __shared__ float shared[kThreads];
-  const float* xr = x + static_cast<int64_t>(blockIdx.x) * cols;
-  float* yr = y + static_cast<int64_t>(blockIdx.x) * cols;
+  const T* xr = x + static_cast<int64_t>(blockIdx.x) * cols;
+  T* yr = y + static_cast<int64_t>(blockIdx.x) * cols;
   float mx = -INFINITY;
-  for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) mx = fmaxf(mx, xr[j]);
-  shared[threadIdx.x] = mx;
-  __syncthreads();
-  for (int s = blockDim.x / 2; s > 0; s /= 2) {
-    if (threadIdx.x < s) shared[threadIdx.x] = fmaxf(shared[threadIdx.x], shared[threadIdx.x + s]);
-    __syncthreads();
-  }
-  mx = shared[0];
-  __syncthreads();
+  for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) mx = fmaxf(mx, ld(xr[j]));
+  mx = block_max(mx, shared);
   float sum = 0.f;
-  for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) sum += expf(xr[j] - mx);
-  shared[threadIdx.x] = sum;
-  __syncthreads();
-  for (int s = blockDim.x / 2; s > 0; s /= 2) {
-    if (threadIdx.x < s) shared[threadIdx.x] += shared[threadIdx.x + s];
-    __syncthreads();
-  }
-  sum = shared[0];
+  for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) sum += expf(ld(xr[j]) - mx);
+  sum = block_sum(sum, shared);
   const float lse = mx + logf(sum);
-  for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) yr[j] = log ? xr[j] - lse : expf(xr[j] - lse);
+  for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) {
+    const float v = ld(xr[j]) - lse;
+    yr[j] = st<T>(log ? v : expf(v));
+  }
 }
 
-__global__ void layer_norm_kernel(const float* __restrict__ x, const float* __restrict__ w, const float* __restrict__ b,
-                                  float eps, float* __restrict__ y, float* __restrict__ mean, float* __restrict__ rstd,
-                                  int64_t cols) {
-  __shared__ float s1[kThreads], s2[kThreads];
+template <typename T>
+__global__ void layer_norm_kernel(const T* __restrict__ x, const T* __restrict__ w, const T* __restrict__ b, float eps,
+                                  T* __restrict__ y, T* __restrict__ mean, T* __restrict__ rstd, int64_t cols) {
+  __shared__ float shared[kThreads];
   const int64_t row = blockIdx.x;
-  const float* xr = x + row * cols;
+  const T* xr = x + row * cols;
   float sum = 0.f, sq = 0.f;
-  for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) sum += xr[j];
-  s1[threadIdx.x] = sum;
-  __syncthreads();
-  for (int s = blockDim.x / 2; s > 0; s /= 2) {
-    if (threadIdx.x < s) s1[threadIdx.x] += s1[threadIdx.x + s];
-    __syncthreads();
-  }
-  const float mu = s1[0] / static_cast<float>(cols);
-  for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) sq += (xr[j] - mu) * (xr[j] - mu);
-  s2[threadIdx.x] = sq;
-  __syncthreads();
-  for (int s = blockDim.x / 2; s > 0; s /= 2) {
-    if (threadIdx.x < s) s2[threadIdx.x] += s2[threadIdx.x + s];
-    __syncthreads();
-  }
-  const float rs = rsqrtf(s2[0] / static_cast<float>(cols) + eps);
+  for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) sum += ld(xr[j]);
+  const float mu = block_sum(sum, shared) / static_cast<float>(cols);
+  for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) sq += (ld(xr[j]) - mu) * (ld(xr[j]) - mu);
+  const float rs = rsqrtf(block_sum(sq, shared) / static_cast<float>(cols) + eps);
   for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) {
-    float v = (xr[j] - mu) * rs;
-    if (w) v *= w[j];
-    if (b) v += b[j];
-    y[row * cols + j] = v;
+    float v = (ld(xr[j]) - mu) * rs;
+    if (w) v *= ld(w[j]);
+    if (b) v += ld(b[j]);
+    y[row * cols + j] = st<T>(v);
   }
   if (threadIdx.x == 0) {
-    if (mean) mean[row] = mu;
-    if (rstd) rstd[row] = rs;
+    if (mean) mean[row] = st<T>(mu);
+    if (rstd) rstd[row] = st<T>(rs);
   }
 }
 
@@ -195,7 +211,8 @@ __global__ void strided_copy_kernel(const T* __restrict__ in, T* __restrict__ ou
   out[i] = in[off];
 }
 
-__global__ void im2col_kernel(const float* __restrict__ x, float* __restrict__ col, int64_t images, int64_t image_stride,
+template <typename T>
+__global__ void im2col_kernel(const T* __restrict__ x, T* __restrict__ col, int64_t images, int64_t image_stride,
                               int64_t channels, int64_t h, int64_t w, int64_t kh, int64_t kw, int64_t sh, int64_t sw,
                               int64_t ph, int64_t pw, int64_t dh, int64_t dw, int64_t oh, int64_t ow) {
   const int64_t j = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
@@ -207,32 +224,35 @@ __global__ void im2col_kernel(const float* __restrict__ x, float* __restrict__ c
   const int64_t r = i / cols, pix = i % cols;
   const int64_t c = r / (kh * kw), ky = (r / kw) % kh, kx = r % kw;
   const int64_t iy = (pix / ow) * sh - ph + ky * dh, ix = (pix % ow) * sw - pw + kx * dw;
-  col[i] = (iy >= 0 && iy < h && ix >= 0 && ix < w) ? x[(c * h + iy) * w + ix] : 0.f;
+  col[i] = (iy >= 0 && iy < h && ix >= 0 && ix < w) ? x[(c * h + iy) * w + ix] : st<T>(0.f);
 }
 
-__global__ void channel_affine_kernel(const float* __restrict__ x, const float* __restrict__ scale,
-                                      const float* __restrict__ shift, float* __restrict__ y, int64_t c, int64_t inner,
+template <typename T>
+__global__ void channel_affine_kernel(const T* __restrict__ x, const float* __restrict__ scale,
+                                      const float* __restrict__ shift, T* __restrict__ y, int64_t c, int64_t inner,
                                       int64_t total) {
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= total) return;
   const int64_t ch = (i / inner) % c;
-  y[i] = x[i] * scale[ch] + shift[ch];
+  y[i] = st<T>(ld(x[i]) * scale[ch] + shift[ch]);
 }
 
-__global__ void add_planes_kernel(const float* __restrict__ bias, float* __restrict__ y, int64_t channels,
-                                  int64_t inner, int64_t total) {
+template <typename T>
+__global__ void add_planes_kernel(const T* __restrict__ bias, T* __restrict__ y, int64_t channels, int64_t inner,
+                                  int64_t total) {
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i < total) y[i] += bias[(i / inner) % channels];
+  if (i < total) y[i] = st<T>(ld(y[i]) + ld(bias[(i / inner) % channels]));
 }
 
-__global__ void pool2d_kernel(const float* __restrict__ x, float* __restrict__ y, int64_t* __restrict__ indices,
-                              bool is_max, int64_t h, int64_t w, int64_t oh, int64_t ow, int64_t kh, int64_t kw,
-                              int64_t sh, int64_t sw, int64_t ph, int64_t pw, int64_t dh, int64_t dw,
-                              bool include_pad, int64_t total) {
+template <typename T>
+__global__ void pool2d_kernel(const T* __restrict__ x, T* __restrict__ y, int64_t* __restrict__ indices, bool is_max,
+                              int64_t h, int64_t w, int64_t oh, int64_t ow, int64_t kh, int64_t kw, int64_t sh,
+                              int64_t sw, int64_t ph, int64_t pw, int64_t dh, int64_t dw, bool include_pad,
+                              int64_t total) {
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= total) return;
   const int64_t plane = i / (oh * ow), oy = (i / ow) % oh, ox = i % ow;
-  const float* xp = x + plane * h * w;
+  const T* xp = x + plane * h * w;
   if (is_max) {
     float best = -INFINITY;
     int64_t best_i = -1;
@@ -242,11 +262,11 @@ __global__ void pool2d_kernel(const float* __restrict__ x, float* __restrict__ y
       for (int64_t kx = 0; kx < kw; ++kx) {
         const int64_t ix = ox * sw - pw + kx * dw;
         if (ix < 0 || ix >= w) continue;
-        const float v = xp[iy * w + ix];
+        const float v = ld(xp[iy * w + ix]);
         if (best_i < 0 || v > best || v != v) best = v, best_i = iy * w + ix;
       }
     }
-    y[i] = best;
+    y[i] = st<T>(best);
     if (indices) indices[i] = best_i;
     return;
   }
@@ -256,95 +276,53 @@ __global__ void pool2d_kernel(const float* __restrict__ x, float* __restrict__ y
   const int64_t ya = max(y0, int64_t{0}), xa = max(x0, int64_t{0}), yb = min(y1, h), xb = min(x1, w);
   float sum = 0.f;
   for (int64_t iy = ya; iy < yb; ++iy)
-    for (int64_t ix = xa; ix < xb; ++ix) sum += xp[iy * w + ix];
+    for (int64_t ix = xa; ix < xb; ++ix) sum += ld(xp[iy * w + ix]);
   const int64_t count = include_pad ? padded : (yb - ya) * (xb - xa);
-  y[i] = count > 0 ? sum / static_cast<float>(count) : 0.f;
+  y[i] = st<T>(count > 0 ? sum / static_cast<float>(count) : 0.f);
 }
 
-__global__ void row_reduce_kernel(const float* __restrict__ x, float* __restrict__ y, int64_t cols, bool mean) {
+template <typename T>
+__global__ void row_reduce_kernel(const T* __restrict__ x, T* __restrict__ y, int64_t cols, bool mean) {
   __shared__ float shared[kThreads];
-  const float* xr = x + static_cast<int64_t>(blockIdx.x) * cols;
+  const T* xr = x + static_cast<int64_t>(blockIdx.x) * cols;
   float sum = 0.f;
-  for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) sum += xr[j];
-  shared[threadIdx.x] = sum;
-  __syncthreads();
-  for (int s = blockDim.x / 2; s > 0; s /= 2) {
-    if (threadIdx.x < s) shared[threadIdx.x] += shared[threadIdx.x + s];
-    __syncthreads();
-  }
-  if (threadIdx.x == 0) y[blockIdx.x] = mean ? shared[0] / static_cast<float>(cols) : shared[0];
+  for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) sum += ld(xr[j]);
+  sum = block_sum(sum, shared);
+  if (threadIdx.x == 0) y[blockIdx.x] = st<T>(mean ? sum / static_cast<float>(cols) : sum);
 }
 
 }  // namespace
 
-cudaError_t launch_im2col(const float* x, float* col, int64_t images, int64_t image_stride, int64_t channels, int64_t h,
-                          int64_t w, int64_t kh, int64_t kw, int64_t stride_h, int64_t stride_w, int64_t pad_h,
-                          int64_t pad_w, int64_t dil_h, int64_t dil_w, int64_t oh, int64_t ow, cudaStream_t stream) {
-  const int64_t total = images * channels * kh * kw * oh * ow;
-  if (total == 0) return cudaSuccess;
-  im2col_kernel<<<blocks_for(total), kThreads, 0, stream>>>(x, col, images, image_stride, channels, h, w, kh, kw, stride_h,
-                                                             stride_w, pad_h, pad_w, dil_h, dil_w, oh, ow);
-  return cudaGetLastError();
-}
-
-cudaError_t launch_channel_affine(const float* x, const float* scale, const float* shift, float* y, int64_t n,
-                                  int64_t c, int64_t inner, cudaStream_t stream) {
-  const int64_t total = n * c * inner;
-  if (total == 0) return cudaSuccess;
-  channel_affine_kernel<<<blocks_for(total), kThreads, 0, stream>>>(x, scale, shift, y, c, inner, total);
-  return cudaGetLastError();
-}
-
-cudaError_t launch_add_planes(const float* bias, float* y, int64_t planes, int64_t channels, int64_t inner,
-                              cudaStream_t stream) {
-  const int64_t total = planes * inner;
-  if (total == 0) return cudaSuccess;
-  add_planes_kernel<<<blocks_for(total), kThreads, 0, stream>>>(bias, y, channels, inner, total);
-  return cudaGetLastError();
-}
-
-cudaError_t launch_pool2d(const float* x, float* y, int64_t* indices, bool max, int64_t planes, int64_t h, int64_t w,
-                          int64_t oh, int64_t ow, int64_t kh, int64_t kw, int64_t sh, int64_t sw, int64_t ph,
-                          int64_t pw, int64_t dh, int64_t dw, bool count_include_pad, cudaStream_t stream) {
-  const int64_t total = planes * oh * ow;
-  if (total == 0) return cudaSuccess;
-  pool2d_kernel<<<blocks_for(total), kThreads, 0, stream>>>(x, y, indices, max, h, w, oh, ow, kh, kw, sh, sw, ph, pw,
-                                                             dh, dw, count_include_pad, total);
-  return cudaGetLastError();
-}
-
-cudaError_t launch_row_reduce(const float* x, float* y, int64_t rows, int64_t cols, bool mean, cudaStream_t stream) {
-  if (rows == 0) return cudaSuccess;
-  row_reduce_kernel<<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(x, y, cols, mean);
-  return cudaGetLastError();
-}
-
 cudaError_t kernels_loadable() {
   cudaFuncAttributes attributes;
-  return cudaFuncGetAttributes(&attributes, unary_kernel);
+  return cudaFuncGetAttributes(&attributes, unary_kernel<float>);
 }
 
-cudaError_t launch_unary(Unary op, const float* x, float* y, int64_t n, cudaStream_t stream) {
+template <typename T>
+cudaError_t launch_unary(Unary op, const T* x, T* y, int64_t n, cudaStream_t stream) {
   if (n == 0) return cudaSuccess;
   unary_kernel<<<blocks_for(n), kThreads, 0, stream>>>(op, x, y, n);
   return cudaGetLastError();
 }
 
-cudaError_t launch_binary(Binary op, const float* a, const float* b, float scalar, float alpha, float* out, int64_t n,
+template <typename T>
+cudaError_t launch_binary(Binary op, const T* a, const T* b, float scalar, float alpha, T* out, int64_t n,
                           const Broadcast& shape, cudaStream_t stream) {
   if (n == 0) return cudaSuccess;
   binary_kernel<<<blocks_for(n), kThreads, 0, stream>>>(op, a, b, scalar, alpha, out, n, shape);
   return cudaGetLastError();
 }
 
-cudaError_t launch_where(const bool* cond, const float* a, const float* b, float* out, int64_t n,
-                         const Broadcast& shape, cudaStream_t stream) {
+template <typename T>
+cudaError_t launch_where(const bool* cond, const T* a, const T* b, T* out, int64_t n, const Broadcast& shape,
+                         cudaStream_t stream) {
   if (n == 0) return cudaSuccess;
   where_kernel<<<blocks_for(n), kThreads, 0, stream>>>(cond, a, b, out, n, shape);
   return cudaGetLastError();
 }
 
-cudaError_t launch_compare_scalar(Compare op, const float* x, float scalar, bool* out, int64_t n, cudaStream_t stream) {
+template <typename T>
+cudaError_t launch_compare_scalar(Compare op, const T* x, float scalar, bool* out, int64_t n, cudaStream_t stream) {
   if (n == 0) return cudaSuccess;
   compare_kernel<<<blocks_for(n), kThreads, 0, stream>>>(op, x, scalar, out, n);
   return cudaGetLastError();
@@ -362,22 +340,25 @@ cudaError_t launch_row_any(const bool* x, bool* y, int64_t rows, int64_t cols, c
   return cudaGetLastError();
 }
 
-cudaError_t launch_embedding(const float* weight, const void* indices, bool int32_indices, float* out, int64_t n,
-                             int64_t rows, int64_t width, int* bad, cudaStream_t stream) {
+template <typename T>
+cudaError_t launch_embedding(const T* weight, const void* indices, bool int32_indices, T* out, int64_t n, int64_t rows,
+                             int64_t width, int* bad, cudaStream_t stream) {
   if (n * width == 0) return cudaSuccess;
   embedding_kernel<<<blocks_for(n * width), kThreads, 0, stream>>>(weight, indices, int32_indices, out, n, rows, width,
                                                                    bad);
   return cudaGetLastError();
 }
 
-cudaError_t launch_softmax(const float* x, float* y, int64_t rows, int64_t cols, bool log, cudaStream_t stream) {
+template <typename T>
+cudaError_t launch_softmax(const T* x, T* y, int64_t rows, int64_t cols, bool log, cudaStream_t stream) {
   if (rows == 0 || cols == 0) return cudaSuccess;
   softmax_kernel<<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(x, y, cols, log);
   return cudaGetLastError();
 }
 
-cudaError_t launch_layer_norm(const float* x, const float* weight, const float* bias, float eps, float* y, float* mean,
-                              float* rstd, int64_t rows, int64_t cols, cudaStream_t stream) {
+template <typename T>
+cudaError_t launch_layer_norm(const T* x, const T* weight, const T* bias, float eps, T* y, T* mean, T* rstd,
+                              int64_t rows, int64_t cols, cudaStream_t stream) {
   if (rows == 0 || cols == 0) return cudaSuccess;
   layer_norm_kernel<<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(x, weight, bias, eps, y, mean, rstd, cols);
   return cudaGetLastError();
@@ -398,6 +379,80 @@ cudaError_t launch_strided_copy(const void* in, void* out, int dim, const int64_
   }
   return cudaGetLastError();
 }
+
+template <typename T>
+cudaError_t launch_im2col(const T* x, T* col, int64_t images, int64_t image_stride, int64_t channels, int64_t h,
+                          int64_t w, int64_t kh, int64_t kw, int64_t stride_h, int64_t stride_w, int64_t pad_h,
+                          int64_t pad_w, int64_t dil_h, int64_t dil_w, int64_t oh, int64_t ow, cudaStream_t stream) {
+  const int64_t total = images * channels * kh * kw * oh * ow;
+  if (total == 0) return cudaSuccess;
+  im2col_kernel<<<blocks_for(total), kThreads, 0, stream>>>(x, col, images, image_stride, channels, h, w, kh, kw, stride_h,
+                                                             stride_w, pad_h, pad_w, dil_h, dil_w, oh, ow);
+  return cudaGetLastError();
+}
+
+template <typename T>
+cudaError_t launch_channel_affine(const T* x, const float* scale, const float* shift, T* y, int64_t n, int64_t c,
+                                  int64_t inner, cudaStream_t stream) {
+  const int64_t total = n * c * inner;
+  if (total == 0) return cudaSuccess;
+  channel_affine_kernel<<<blocks_for(total), kThreads, 0, stream>>>(x, scale, shift, y, c, inner, total);
+  return cudaGetLastError();
+}
+
+template <typename T>
+cudaError_t launch_add_planes(const T* bias, T* y, int64_t planes, int64_t channels, int64_t inner, cudaStream_t stream) {
+  const int64_t total = planes * inner;
+  if (total == 0) return cudaSuccess;
+  add_planes_kernel<<<blocks_for(total), kThreads, 0, stream>>>(bias, y, channels, inner, total);
+  return cudaGetLastError();
+}
+
+template <typename T>
+cudaError_t launch_pool2d(const T* x, T* y, int64_t* indices, bool max, int64_t planes, int64_t h, int64_t w,
+                          int64_t oh, int64_t ow, int64_t kh, int64_t kw, int64_t sh, int64_t sw, int64_t ph, int64_t pw,
+                          int64_t dh, int64_t dw, bool count_include_pad, cudaStream_t stream) {
+  const int64_t total = planes * oh * ow;
+  if (total == 0) return cudaSuccess;
+  pool2d_kernel<<<blocks_for(total), kThreads, 0, stream>>>(x, y, indices, max, h, w, oh, ow, kh, kw, sh, sw, ph, pw,
+                                                             dh, dw, count_include_pad, total);
+  return cudaGetLastError();
+}
+
+template <typename T>
+cudaError_t launch_row_reduce(const T* x, T* y, int64_t rows, int64_t cols, bool mean, cudaStream_t stream) {
+  if (rows == 0) return cudaSuccess;
+  row_reduce_kernel<<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(x, y, cols, mean);
+  return cudaGetLastError();
+}
+
+// The three element types of every templated launcher.
+#define EXECUTORCH_CUDA_OPS_FOR(T)                                                                                      \
+  template cudaError_t launch_unary<T>(Unary, const T*, T*, int64_t, cudaStream_t);                                     \
+  template cudaError_t launch_binary<T>(Binary, const T*, const T*, float, float, T*, int64_t, const Broadcast&,       \
+                                        cudaStream_t);                                                                  \
+  template cudaError_t launch_where<T>(const bool*, const T*, const T*, T*, int64_t, const Broadcast&, cudaStream_t);  \
+  template cudaError_t launch_compare_scalar<T>(Compare, const T*, float, bool*, int64_t, cudaStream_t);                \
+  template cudaError_t launch_embedding<T>(const T*, const void*, bool, T*, int64_t, int64_t, int64_t, int*,          \
+                                           cudaStream_t);                                                               \
+  template cudaError_t launch_softmax<T>(const T*, T*, int64_t, int64_t, bool, cudaStream_t);                           \
+  template cudaError_t launch_layer_norm<T>(const T*, const T*, const T*, float, T*, T*, T*, int64_t, int64_t,         \
+                                            cudaStream_t);                                                              \
+  template cudaError_t launch_im2col<T>(const T*, T*, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,  \
+                                        int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,        \
+                                        cudaStream_t);                                                                  \
+  template cudaError_t launch_channel_affine<T>(const T*, const float*, const float*, T*, int64_t, int64_t, int64_t,   \
+                                                cudaStream_t);                                                          \
+  template cudaError_t launch_add_planes<T>(const T*, T*, int64_t, int64_t, int64_t, cudaStream_t);                     \
+  template cudaError_t launch_pool2d<T>(const T*, T*, int64_t*, bool, int64_t, int64_t, int64_t, int64_t, int64_t,     \
+                                        int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, bool,  \
+                                        cudaStream_t);                                                                  \
+  template cudaError_t launch_row_reduce<T>(const T*, T*, int64_t, int64_t, bool, cudaStream_t);
+
+EXECUTORCH_CUDA_OPS_FOR(float)
+EXECUTORCH_CUDA_OPS_FOR(__half)
+EXECUTORCH_CUDA_OPS_FOR(__nv_bfloat16)
+#undef EXECUTORCH_CUDA_OPS_FOR
 
 }  // namespace cuda
 }  // namespace backends

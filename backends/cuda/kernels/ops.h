@@ -2,6 +2,8 @@
 
 #include <cstdint>
 
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <cuda_runtime_api.h>
 
 #include <executorch/backends/cuda/kernels/op_codes.h>
@@ -10,7 +12,7 @@ namespace executorch {
 namespace backends {
 namespace cuda {
 
-// Shapes and element strides of a broadcast operand, padded to the output's rank (stride 0 where
+// Shapes and element strides of broadcast operands, padded to the output's rank (stride 0 where
 // the operand is broadcast).
 struct Broadcast {
   int dim;
@@ -24,28 +26,36 @@ struct Broadcast {
 // architecture, or PTX the driver can compile for it); cudaErrorNoKernelImageForDevice otherwise.
 cudaError_t kernels_loadable();
 
-// float32 kernels on `stream`; each returns the launch status.
-cudaError_t launch_unary(Unary op, const float* x, float* y, int64_t n, cudaStream_t stream);
+// Kernels on `stream`; each returns the launch status. T is float, __half or __nv_bfloat16 (the
+// three are instantiated); arithmetic is in float32 whatever T is.
+template <typename T>
+cudaError_t launch_unary(Unary op, const T* x, T* y, int64_t n, cudaStream_t stream);
 // out = a (op) alpha * b with broadcasting; b may be null (then `scalar` is used).
-cudaError_t launch_binary(Binary op, const float* a, const float* b, float scalar, float alpha, float* out,
-                          int64_t n, const Broadcast& shape, cudaStream_t stream);
-// out = cond ? a : b (bool cond, float32 a and b), each broadcast by `shape` (c_strides: cond).
-cudaError_t launch_where(const bool* cond, const float* a, const float* b, float* out, int64_t n,
-                         const Broadcast& shape, cudaStream_t stream);
-// out[i] = x[i] (op) scalar, float32 in, bool out.
-cudaError_t launch_compare_scalar(Compare op, const float* x, float scalar, bool* out, int64_t n, cudaStream_t stream);
+template <typename T>
+cudaError_t launch_binary(Binary op, const T* a, const T* b, float scalar, float alpha, T* out, int64_t n,
+                          const Broadcast& shape, cudaStream_t stream);
+// out = cond ? a : b, each broadcast by `shape` (c_strides: the condition).
+template <typename T>
+cudaError_t launch_where(const bool* cond, const T* a, const T* b, T* out, int64_t n, const Broadcast& shape,
+                         cudaStream_t stream);
+// out[i] = x[i] (op) scalar, bool out.
+template <typename T>
+cudaError_t launch_compare_scalar(Compare op, const T* x, float scalar, bool* out, int64_t n, cudaStream_t stream);
 cudaError_t launch_logical_not(const bool* x, bool* out, int64_t n, cudaStream_t stream);
 // y[r] = any of the `cols` contiguous elements of row r.
 cudaError_t launch_row_any(const bool* x, bool* y, int64_t rows, int64_t cols, cudaStream_t stream);
 // out[i, :] = weight[indices[i], :] for `n` indices (int64, or int32 where `int32_indices`) into
 // `rows` rows of `width`; an index outside [0, rows) zeroes its row and sets *bad to 1.
-cudaError_t launch_embedding(const float* weight, const void* indices, bool int32_indices, float* out, int64_t n,
-                             int64_t rows, int64_t width, int* bad, cudaStream_t stream);
+template <typename T>
+cudaError_t launch_embedding(const T* weight, const void* indices, bool int32_indices, T* out, int64_t n, int64_t rows,
+                             int64_t width, int* bad, cudaStream_t stream);
 // Softmax (or log-softmax) over the last dimension of rows x cols.
-cudaError_t launch_softmax(const float* x, float* y, int64_t rows, int64_t cols, bool log, cudaStream_t stream);
+template <typename T>
+cudaError_t launch_softmax(const T* x, T* y, int64_t rows, int64_t cols, bool log, cudaStream_t stream);
 // Layer norm over the last `cols` elements of each row, optional weight and bias.
-cudaError_t launch_layer_norm(const float* x, const float* weight, const float* bias, float eps, float* y,
-                              float* mean, float* rstd, int64_t rows, int64_t cols, cudaStream_t stream);
+template <typename T>
+cudaError_t launch_layer_norm(const T* x, const T* weight, const T* bias, float eps, T* y, T* mean, T* rstd,
+                              int64_t rows, int64_t cols, cudaStream_t stream);
 // out[i] = in[sum_d idx_d(i) * in_strides[d]] for a contiguous out of shape out_sizes (any dtype
 // of `element_size` bytes: 1, 2, 4 or 8).
 cudaError_t launch_strided_copy(const void* in, void* out, int dim, const int64_t* out_sizes,
@@ -53,22 +63,25 @@ cudaError_t launch_strided_copy(const void* in, void* out, int dim, const int64_
 
 // 2-D convolution support: col[i, (c*kh + ky)*kw + kx, oy*ow + ox] for a channel group of `images`
 // images, image i at x + i * image_stride.
-cudaError_t launch_im2col(const float* x, float* col, int64_t images, int64_t image_stride, int64_t channels, int64_t h,
-                          int64_t w, int64_t kh, int64_t kw,
-                          int64_t stride_h, int64_t stride_w, int64_t pad_h, int64_t pad_w, int64_t dil_h,
-                          int64_t dil_w, int64_t oh, int64_t ow, cudaStream_t stream);
-// y[n, c, ...] = x * scale[c] + shift[c], with `inner` elements per (n, c).
-cudaError_t launch_channel_affine(const float* x, const float* scale, const float* shift, float* y, int64_t n,
-                                  int64_t c, int64_t inner, cudaStream_t stream);
+template <typename T>
+cudaError_t launch_im2col(const T* x, T* col, int64_t images, int64_t image_stride, int64_t channels, int64_t h,
+                          int64_t w, int64_t kh, int64_t kw, int64_t stride_h, int64_t stride_w, int64_t pad_h,
+                          int64_t pad_w, int64_t dil_h, int64_t dil_w, int64_t oh, int64_t ow, cudaStream_t stream);
+// y[n, c, ...] = x * scale[c] + shift[c] (scale and shift in float32), `inner` elements per (n, c).
+template <typename T>
+cudaError_t launch_channel_affine(const T* x, const float* scale, const float* shift, T* y, int64_t n, int64_t c,
+                                  int64_t inner, cudaStream_t stream);
 // y[p, i] += bias[p % channels] for planes p (convolution bias).
-cudaError_t launch_add_planes(const float* bias, float* y, int64_t planes, int64_t channels, int64_t inner,
-                              cudaStream_t stream);
+template <typename T>
+cudaError_t launch_add_planes(const T* bias, T* y, int64_t planes, int64_t channels, int64_t inner, cudaStream_t stream);
 // Max (with flat indices) or average pooling over planes of h x w into oh x ow.
-cudaError_t launch_pool2d(const float* x, float* y, int64_t* indices, bool max, int64_t planes, int64_t h, int64_t w,
-                          int64_t oh, int64_t ow, int64_t kh, int64_t kw, int64_t sh, int64_t sw, int64_t ph,
-                          int64_t pw, int64_t dh, int64_t dw, bool count_include_pad, cudaStream_t stream);
+template <typename T>
+cudaError_t launch_pool2d(const T* x, T* y, int64_t* indices, bool max, int64_t planes, int64_t h, int64_t w,
+                          int64_t oh, int64_t ow, int64_t kh, int64_t kw, int64_t sh, int64_t sw, int64_t ph, int64_t pw,
+                          int64_t dh, int64_t dw, bool count_include_pad, cudaStream_t stream);
 // y[r] = mean (or sum) of the `cols` contiguous elements of row r.
-cudaError_t launch_row_reduce(const float* x, float* y, int64_t rows, int64_t cols, bool mean, cudaStream_t stream);
+template <typename T>
+cudaError_t launch_row_reduce(const T* x, T* y, int64_t rows, int64_t cols, bool mean, cudaStream_t stream);
 
 }  // namespace cuda
 }  // namespace backends

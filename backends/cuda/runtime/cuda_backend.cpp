@@ -158,7 +158,9 @@ Error check_archs(Span<const runtime::CompileSpec> specs) {
   return Error::Ok;
 }
 
-float* fp(EValue* v) { return v->to_tensor().data_ptr<float>(); }
+template <typename T>
+T* ptr(EValue* v) { return static_cast<T*>(v->to_tensor().mutable_data_ptr()); }
+char* bytes(EValue* v) { return static_cast<char*>(v->to_tensor().mutable_data_ptr()); }
 bool* bp(EValue* v) { return v->to_tensor().data_ptr<bool>(); }
 
 // im2col buffers above this hold fewer images per GEMM.
@@ -172,7 +174,8 @@ Error prepare_conv(Op& op) {
   const int64_t* v = op.plan.ints;
   const int64_t images = v[0], groups = v[13], cg = v[1] / groups, ocg = v[4] / groups, k = cg * v[5] * v[6],
                 hw = v[14] * v[15];
-  const size_t image_bytes = static_cast<size_t>(k * hw) * sizeof(float);
+  const size_t es = a[0]->to_tensor().element_size();
+  const size_t image_bytes = static_cast<size_t>(k * hw) * es;
   op.conv_chunk = std::max<int64_t>(1, std::min<int64_t>(images, static_cast<int64_t>(kConvScratchBytes / (image_bytes + 1))));
   op.scratch.emplace_back();
   ET_TRY(ecuda::to_error(cudaMalloc(&op.scratch.back().ptr, image_bytes * static_cast<size_t>(op.conv_chunk) + 4),
@@ -180,7 +183,7 @@ Error prepare_conv(Op& op) {
   auto view = [&](void* data, int64_t batch, int64_t rows, int64_t cols, int64_t batch_stride) -> Error {
     const int64_t sizes[3] = {batch, rows, cols}, strides[3] = {batch_stride, cols, 1};
     op.shim.emplace_back();
-    if (aoti_torch_create_tensor_from_blob_v2(data, 3, sizes, strides, 0, aoti_torch_dtype_float32(),
+    if (aoti_torch_create_tensor_from_blob_v2(data, 3, sizes, strides, 0, static_cast<int32_t>(op.plan.dtype),
                                               aoti_torch_device_type_cuda(), 0, &op.shim.back().handle,
                                               aoti_torch_layout_strided(), nullptr, 0) != AOTI_TORCH_SUCCESS) {
       return ET_ERROR(Error::Internal, "%s: %s", kCudaBackendName, runtime::last_error_message());
@@ -190,9 +193,9 @@ Error prepare_conv(Op& op) {
   for (int64_t b = 0; b < images; b += op.conv_chunk) {
     const int64_t count = std::min(op.conv_chunk, images - b);
     for (int64_t g = 0; g < groups; ++g) {
-      ET_TRY(view(fp(a[1]) + g * ocg * k, count, ocg, k, 0));
-      ET_TRY(view(static_cast<float*>(op.scratch.back().ptr), count, k, hw, k * hw));
-      ET_TRY(view(fp(a[9]) + (b * v[4] + g * ocg) * hw, count, ocg, hw, v[4] * hw));
+      ET_TRY(view(bytes(a[1]) + g * ocg * k * es, count, ocg, k, 0));
+      ET_TRY(view(op.scratch.back().ptr, count, k, hw, k * hw));
+      ET_TRY(view(bytes(a[9]) + (b * v[4] + g * ocg) * hw * es, count, ocg, hw, v[4] * hw));
     }
   }
   return Error::Ok;
@@ -202,10 +205,20 @@ Error prepare_conv(Op& op) {
 Error prepare_batch_norm(Op& op) {
   const auto& a = op.args;
   const int64_t c = a[0]->to_tensor().size(1);
+  // The statistics in float32, whatever the model's element type.
   auto host = [&](EValue* v, float fill) -> std::vector<float> {
     std::vector<float> out(static_cast<size_t>(c), fill);
-    if (v->is_tensor() && v->to_tensor().numel() == c) {
-      cudaMemcpy(out.data(), v->to_tensor().const_data_ptr(), static_cast<size_t>(c) * sizeof(float), cudaMemcpyDeviceToHost);
+    if (!v->is_tensor() || v->to_tensor().numel() != c) return out;
+    const Tensor& t = v->to_tensor();
+    std::vector<uint8_t> raw(t.nbytes());
+    cudaMemcpy(raw.data(), t.const_data_ptr(), raw.size(), cudaMemcpyDeviceToHost);
+    for (int64_t i = 0; i < c; ++i) {
+      const uint8_t* e = raw.data() + i * t.element_size();
+      switch (t.scalar_type()) {
+        case runtime::ScalarType::Half: out[i] = __half2float(*reinterpret_cast<const __half*>(e)); break;
+        case runtime::ScalarType::BFloat16: out[i] = __bfloat162float(*reinterpret_cast<const __nv_bfloat16*>(e)); break;
+        default: std::memcpy(&out[i], e, sizeof(float)); break;
+      }
     }
     return out;
   };
@@ -224,13 +237,14 @@ Error prepare_batch_norm(Op& op) {
 
 // Runs one op on `stream`. Argument layout follows the ATen schema, outputs last (as the CPU kernels);
 // plan_op checked kinds, dtypes and shapes at init, and they never change.
-Error run(const Op& op, void* index_error, cudaStream_t stream) {
+template <typename T>
+Error run_typed(const Op& op, void* index_error, cudaStream_t stream) {
   const auto& a = op.args;
   const char* name = op.name.c_str();
   cudaError_t status = cudaSuccess;
   switch (op.plan.kind) {
     case OpKind::Unary: {
-      status = launch_unary(op.plan.unary, fp(a[0]), fp(a[a.size() - 1]), a[0]->to_tensor().numel(), stream);
+      status = launch_unary(op.plan.unary, ptr<T>(a[0]), ptr<T>(a[a.size() - 1]), a[0]->to_tensor().numel(), stream);
       break;
     }
     case OpKind::Binary: {
@@ -242,16 +256,16 @@ Error run(const Op& op, void* index_error, cudaStream_t stream) {
       for (int d = 0; d < o.dim(); ++d) shape.out_sizes[d] = o.size(d);
       ET_CHECK_OR_RETURN(broadcast_strides(x, o.dim(), o.sizes(), shape.a_strides), Error::InvalidArgument,
                          "%s: %s shapes do not broadcast", kCudaBackendName, name);
-      const float* b = nullptr;
+      const T* b = nullptr;
       float scalar = 0.f;
       if (a[1]->is_tensor()) {
         ET_CHECK_OR_RETURN(broadcast_strides(a[1]->to_tensor(), o.dim(), o.sizes(), shape.b_strides),
                            Error::InvalidArgument, "%s: %s shapes do not broadcast", kCudaBackendName, name);
-        b = fp(a[1]);
+        b = ptr<T>(a[1]);
       } else {
         scalar = static_cast<float>(a[1]->scalar_as_double());
       }
-      status = launch_binary(op.plan.binary, fp(a[0]), b, scalar, alpha, fp(out), o.numel(), shape, stream);
+      status = launch_binary(op.plan.binary, ptr<T>(a[0]), b, scalar, alpha, ptr<T>(out), o.numel(), shape, stream);
       break;
     }
     case OpKind::Addmm:
@@ -271,15 +285,15 @@ Error run(const Op& op, void* index_error, cudaStream_t stream) {
     case OpKind::LogSoftmax: {
       const Tensor& x = a[0]->to_tensor();
       const int64_t cols = x.size(x.dim() - 1);
-      status = launch_softmax(fp(a[0]), fp(a[3]), cols ? x.numel() / cols : 0, cols, op.plan.kind == OpKind::LogSoftmax, stream);
+      status = launch_softmax(ptr<T>(a[0]), ptr<T>(a[3]), cols ? x.numel() / cols : 0, cols, op.plan.kind == OpKind::LogSoftmax, stream);
       break;
     }
     case OpKind::LayerNorm: {
       int64_t cols = 1;
       for (int64_t s : a[1]->to_int_list()) cols *= s;
       const Tensor& x = a[0]->to_tensor();
-      status = launch_layer_norm(fp(a[0]), a[2]->is_tensor() ? fp(a[2]) : nullptr, a[3]->is_tensor() ? fp(a[3]) : nullptr,
-                                 static_cast<float>(a[4]->scalar_as_double()), fp(a[5]), fp(a[6]), fp(a[7]),
+      status = launch_layer_norm(ptr<T>(a[0]), a[2]->is_tensor() ? ptr<T>(a[2]) : nullptr, a[3]->is_tensor() ? ptr<T>(a[3]) : nullptr,
+                                 static_cast<float>(a[4]->scalar_as_double()), ptr<T>(a[5]), ptr<T>(a[6]), ptr<T>(a[7]),
                                  cols ? x.numel() / cols : 0, cols, stream);
       break;
     }
@@ -297,7 +311,7 @@ Error run(const Op& op, void* index_error, cudaStream_t stream) {
       for (int64_t b = 0; b < v[0]; b += op.conv_chunk) {
         const int64_t count = std::min(op.conv_chunk, v[0] - b);
         for (int64_t g = 0; g < groups; ++g, view += 3) {
-          status = launch_im2col(fp(a[0]) + (b * v[1] + g * cg) * v[2] * v[3], static_cast<float*>(op.scratch[0].ptr),
+          status = launch_im2col(ptr<T>(a[0]) + (b * v[1] + g * cg) * v[2] * v[3], static_cast<T*>(op.scratch[0].ptr),
                                  count, v[1] * v[2] * v[3], cg, v[2], v[3], v[5], v[6], v[7], v[8], v[9], v[10], v[11],
                                  v[12], v[14], v[15], stream);
           if (status != cudaSuccess) return ecuda::to_error(status, name);
@@ -307,14 +321,14 @@ Error run(const Op& op, void* index_error, cudaStream_t stream) {
           }
         }
       }
-      if (a[2]->is_tensor()) status = launch_add_planes(fp(a[2]), fp(a[9]), v[0] * v[4], v[4], hw, stream);
+      if (a[2]->is_tensor()) status = launch_add_planes(ptr<T>(a[2]), ptr<T>(a[9]), v[0] * v[4], v[4], hw, stream);
       break;
     }
     case OpKind::BatchNorm: {
       const Tensor& x = a[0]->to_tensor();
       const int64_t c = x.size(1), n = x.size(0), inner = (n && c) ? x.numel() / (n * c) : 0;
       const float* ss = static_cast<const float*>(op.scratch[0].ptr);
-      status = launch_channel_affine(fp(a[0]), ss, ss + c, fp(a[7]), n, c, inner, stream);
+      status = launch_channel_affine(ptr<T>(a[0]), ss, ss + c, ptr<T>(a[7]), n, c, inner, stream);
       break;
     }
     case OpKind::MaxPool:
@@ -324,7 +338,7 @@ Error run(const Op& op, void* index_error, cudaStream_t stream) {
       EValue* out = a[is_max ? 6 : 7];
       const Tensor& o = out->to_tensor();
       const int64_t* v = op.plan.ints;
-      status = launch_pool2d(fp(a[0]), fp(out), is_max ? a[7]->to_tensor().data_ptr<int64_t>() : nullptr, is_max,
+      status = launch_pool2d(ptr<T>(a[0]), ptr<T>(out), is_max ? a[7]->to_tensor().data_ptr<int64_t>() : nullptr, is_max,
                              x.size(0) * x.size(1), x.size(2), x.size(3), o.size(2), o.size(3), v[0], v[1], v[2], v[3],
                              v[4], v[5], v[6], v[7], v[8] != 0, stream);
       break;
@@ -333,7 +347,7 @@ Error run(const Op& op, void* index_error, cudaStream_t stream) {
       const Tensor& x = a[0]->to_tensor();
       const Tensor& o = a[4]->to_tensor();
       const int64_t rows = o.numel(), cols = rows ? x.numel() / rows : 0;
-      status = launch_row_reduce(fp(a[0]), fp(a[4]), rows, cols, true, stream);
+      status = launch_row_reduce(ptr<T>(a[0]), ptr<T>(a[4]), rows, cols, true, stream);
       break;
     }
     case OpKind::Expand: {
@@ -360,7 +374,7 @@ Error run(const Op& op, void* index_error, cudaStream_t stream) {
       break;
     }
     case OpKind::Compare:
-      status = launch_compare_scalar(op.plan.compare, fp(a[0]), static_cast<float>(a[1]->scalar_as_double()), bp(a[2]),
+      status = launch_compare_scalar(op.plan.compare, ptr<T>(a[0]), static_cast<float>(a[1]->scalar_as_double()), bp(a[2]),
                                      a[0]->to_tensor().numel(), stream);
       break;
     case OpKind::LogicalNot:
@@ -380,12 +394,12 @@ Error run(const Op& op, void* index_error, cudaStream_t stream) {
                              broadcast_strides(a[1]->to_tensor(), o.dim(), o.sizes(), shape.a_strides) &&
                              broadcast_strides(a[2]->to_tensor(), o.dim(), o.sizes(), shape.b_strides),
                          Error::InvalidArgument, "%s: %s shapes do not broadcast", kCudaBackendName, name);
-      status = launch_where(bp(a[0]), fp(a[1]), fp(a[2]), fp(a[3]), o.numel(), shape, stream);
+      status = launch_where(bp(a[0]), ptr<T>(a[1]), ptr<T>(a[2]), ptr<T>(a[3]), o.numel(), shape, stream);
       break;
     }
     case OpKind::Embedding: {
       const Tensor &w = a[0]->to_tensor(), &idx = a[1]->to_tensor();
-      status = launch_embedding(fp(a[0]), idx.const_data_ptr(), idx.scalar_type() == runtime::ScalarType::Int, fp(a[5]),
+      status = launch_embedding(ptr<T>(a[0]), idx.const_data_ptr(), idx.scalar_type() == runtime::ScalarType::Int, ptr<T>(a[5]),
                                 idx.numel(), w.size(0), w.size(1), static_cast<int*>(index_error), stream);
       break;
     }
@@ -410,6 +424,15 @@ Error run(const Op& op, void* index_error, cudaStream_t stream) {
     }
   }
   return ecuda::to_error(status, name);
+}
+
+// Runs one op in its element type (plan_op chose it from the op's floating tensors).
+Error run(const Op& op, void* index_error, cudaStream_t stream) {
+  switch (op.plan.dtype) {
+    case runtime::ScalarType::Half: return run_typed<__half>(op, index_error, stream);
+    case runtime::ScalarType::BFloat16: return run_typed<__nv_bfloat16>(op, index_error, stream);
+    default: return run_typed<float>(op, index_error, stream);
+  }
 }
 
 bool graphs_enabled() {

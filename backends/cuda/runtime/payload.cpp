@@ -22,14 +22,18 @@ using runtime::Tensor;
 // Windows, strides, paddings and dilations above this are refused (no real model comes close).
 constexpr int64_t kMaxWindow = int64_t{1} << 20;
 
-bool is_float(const EValue* v) { return v->is_tensor() && v->to_tensor().scalar_type() == runtime::ScalarType::Float; }
+bool is_floating(runtime::ScalarType t) {
+  return t == runtime::ScalarType::Float || t == runtime::ScalarType::Half || t == runtime::ScalarType::BFloat16;
+}
+// A floating tensor; plan_op has checked that all of an op's floating tensors share one dtype.
+bool is_float(const EValue* v) { return v->is_tensor() && is_floating(v->to_tensor().scalar_type()); }
 bool is_bool(const EValue* v) { return v->is_tensor() && v->to_tensor().scalar_type() == runtime::ScalarType::Bool; }
 
 // Each check names the operator and the argument.
 #define PAYLOAD_CHECK(cond, ...) ET_CHECK_OR_RETURN(cond, Error::InvalidProgram, __VA_ARGS__)
 
 Error need_float(const EValue* v, const char* op, size_t i) {
-  PAYLOAD_CHECK(is_float(v), "%s %s: argument %zu must be a float32 tensor", kCudaBackendName, op, i);
+  PAYLOAD_CHECK(is_float(v), "%s %s: argument %zu must be a float32, float16 or bfloat16 tensor", kCudaBackendName, op, i);
   return Error::Ok;
 }
 
@@ -135,7 +139,7 @@ Error plan_conv(Span<EValue*> a, const char* op, OpPlan* plan) {
   ET_TRY(need_float(a[0], op, 0));
   ET_TRY(need_float(a[1], op, 1));
   ET_TRY(need_float(a[9], op, 9));
-  PAYLOAD_CHECK(a[2]->is_none() || is_float(a[2]), "%s %s: bias must be float32 or None", kCudaBackendName, op);
+  PAYLOAD_CHECK(a[2]->is_none() || is_float(a[2]), "%s %s: bias must be a floating tensor or None", kCudaBackendName, op);
   ET_TRY(need_number(a[6], op, 6));
   ET_TRY(need_int(a[8], op, 8));
   PAYLOAD_CHECK(!a[6]->scalar_as_double(), "%s: only non-transposed convolution", kCudaBackendName);
@@ -277,6 +281,15 @@ Error plan_op(const char* name, Span<EValue*> a, OpPlan* plan) {
   const size_t n = a.size();
   PAYLOAD_CHECK(n >= 2, "%s %s: %zu arguments", kCudaBackendName, name, n);
   for (size_t i = 0; i < n; ++i) PAYLOAD_CHECK(a[i] != nullptr, "%s %s: argument %zu missing", kCudaBackendName, name, i);
+  // One floating element type per op (kernels are instantiated per type, never mixed).
+  bool seen = false;
+  for (size_t i = 0; i < n; ++i) {
+    if (!is_float(a[i])) continue;
+    const runtime::ScalarType t = a[i]->to_tensor().scalar_type();
+    PAYLOAD_CHECK(!seen || t == plan->dtype, "%s %s: argument %zu is %s, another argument %s", kCudaBackendName, name, i,
+                  runtime::to_string(t), runtime::to_string(plan->dtype));
+    plan->dtype = t, seen = true;
+  }
   switch (plan->kind) {
     case OpKind::Unary:
       ET_TRY(need_float(a[0], name, 0));
@@ -291,7 +304,7 @@ Error plan_op(const char* name, Span<EValue*> a, OpPlan* plan) {
       PAYLOAD_CHECK(n == 3 || n == 4, "%s %s: %zu arguments", kCudaBackendName, name, n);
       ET_TRY(need_float(a[0], name, 0));
       ET_TRY(need_float(a[n - 1], name, n - 1));
-      PAYLOAD_CHECK(is_float(a[1]) || a[1]->is_int() || a[1]->is_double(), "%s %s: other must be float32 or a number",
+      PAYLOAD_CHECK(is_float(a[1]) || a[1]->is_int() || a[1]->is_double(), "%s %s: other must be a floating tensor or a number",
                     kCudaBackendName, name);
       if (n == 4) ET_TRY(need_number(a[2], name, 2));
       PAYLOAD_CHECK(a[n - 1]->to_tensor().dim() <= kMaxOpDims, "%s %s: more than %d dimensions", kCudaBackendName, name,

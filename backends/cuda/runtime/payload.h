@@ -27,6 +27,8 @@ struct OpPlan {
   Unary unary = Unary::Relu;
   Binary binary = Binary::Add;
   Compare compare = Compare::Eq;
+  // The element type of the op's floating tensors (all alike): Float, Half or BFloat16.
+  runtime::ScalarType dtype = runtime::ScalarType::Float;
   int64_t ints[16] = {};
 };
 

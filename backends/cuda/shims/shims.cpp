@@ -341,14 +341,11 @@ AOTITorchError aoti_torch_cuda_addmm_out(AtenTensorHandle out, AtenTensorHandle 
                   rt::to_string(mat1->dtype), kc::cublas_unavailable_reason());
     return AOTI_TORCH_FAILURE;
   }
-  if (half && self != nullptr && beta != 0.0) {
-    return fail("aoti_torch_cuda_addmm_out: a bias (self) is supported for float32 only");
-  }
   const cudaStream_t stream = stream_now();
   cudaError_t status = cudaSuccess;
   if (self != nullptr && beta != 0.0) {
-    status = kc::launch_broadcast_rows(m, n, static_cast<const float*>(self->data()), self->numel(),
-                                       static_cast<float*>(out->data()), stream);
+    status = kc::launch_broadcast_rows(m, n, self->data(), self->numel(), out->data(),
+                                       static_cast<int>(self->element_size()), stream);
   }
   if (status != cudaSuccess) return cuda_fail(status, "aoti_torch_cuda_addmm_out");
   const float b = self != nullptr ? static_cast<float>(beta) : 0.f;
