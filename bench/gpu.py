@@ -1,7 +1,7 @@
 """GPU latency of the CUDA delegate against torch eager (CUDA) on the test models, and GEMM
 throughput of the shim library (aoti_torch_cuda_mm_out) against torch.matmul.
 
-    python bench/gpu.py [--batches 1,32] [--repeat 50] [--gemm 4096] [--no-compile]
+    python bench/gpu.py [--batches 1,32] [--dtypes float32,float16,bfloat16] [--repeat 50] [--gemm 4096] [--no-compile]
 
 Our side: the model exported with backend="cuda", run from Python with inputs in host memory
 (copied to the device and back by the delegate, as a CPU caller's would be). torch's side: the same
@@ -83,43 +83,46 @@ def main() -> int:
     parser.add_argument("--repeat", type=int, default=50)
     parser.add_argument("--gemm", type=int, default=4096, help="GEMM size (0: skip)")
     parser.add_argument("--no-compile", action="store_true", help="skip the torch.compile column")
+    parser.add_argument("--dtypes", default="float32,float16,bfloat16", help="model dtypes (export(dtype=...))")
     args = parser.parse_args()
     assert torch.cuda.is_available(), "needs a CUDA device"
     if args.gemm:
         gemm_tflops(args.gemm, args.repeat)
-    print(f"{'model':10} {'batch':>5} {'calls':>5} {'ours ms':>9} {'torch ms':>9} {'ratio':>6} "
+    print(f"{'model':10} {'dtype':>8} {'batch':>5} {'calls':>5} {'ours ms':>9} {'torch ms':>9} {'ratio':>6} "
           f"{'compile ms':>10} {'ratio':>6} {'max |err|':>10}")
-    for name in ("mlp", "cnn", "encoder", "tiny_lm"):
-        for batch in (int(b) for b in args.batches.split(",")):
-            model, inputs = MODELS[name](batch)
-            program = Runtime.get().load_program(export(model, inputs, backend="cuda"))
-            method = program.load_method()
-            arrays = [x.numpy() for x in inputs]
-            gpu_model = model.cuda()
-            gpu_inputs = [x.cuda() for x in inputs]
+    for name, dtype, batch in ((n, getattr(torch, d), int(b)) for n in ("mlp", "cnn", "encoder", "tiny_lm")
+                               for d in args.dtypes.split(",") for b in args.batches.split(",")):
+        model, inputs = MODELS[name](batch)
+        program = Runtime.get().load_program(export(model, inputs, backend="cuda", dtype=dtype))
+        method = program.load_method()
+        inputs = [x.to(dtype) if x.is_floating_point() else x for x in inputs]
+        arrays = [x.numpy() for x in inputs] if dtype != torch.bfloat16 else list(inputs)  # no numpy bfloat16
+        gpu_model = model.to(dtype).cuda()
+        gpu_inputs = [x.cuda() for x in inputs]
 
-            def eager():
+        def eager():
+            with torch.no_grad():
+                gpu_model(*gpu_inputs)
+            torch.cuda.synchronize()
+
+        ours = median_ms(lambda: method.execute(arrays), args.repeat)
+        theirs = median_ms(eager, args.repeat)
+        compiled_ms = float("nan")
+        if not args.no_compile:
+            compiled = torch.compile(gpu_model)
+
+            def run_compiled():
                 with torch.no_grad():
-                    gpu_model(*gpu_inputs)
+                    compiled(*gpu_inputs)
                 torch.cuda.synchronize()
 
-            ours = median_ms(lambda: method.execute(arrays), args.repeat)
-            theirs = median_ms(eager, args.repeat)
-            compiled_ms = float("nan")
-            if not args.no_compile:
-                compiled = torch.compile(gpu_model)
-
-                def run_compiled():
-                    with torch.no_grad():
-                        compiled(*gpu_inputs)
-                    torch.cuda.synchronize()
-
-                compiled_ms = median_ms(run_compiled, args.repeat)  # the warm-up calls compile it
-            with torch.no_grad():
-                err = float((torch.from_numpy(method.execute(arrays)[0]) - gpu_model(*gpu_inputs).cpu()).abs().max())
-            calls = program.metadata("cuda_delegate_calls")
-            print(f"{name:10} {batch:5d} {calls:>5} {ours:9.3f} {theirs:9.3f} {ours / theirs:6.2f} "
-                  f"{compiled_ms:10.3f} {ours / compiled_ms:6.2f} {err:10.2e}")
+            compiled_ms = median_ms(run_compiled, args.repeat)  # the warm-up calls compile it
+        with torch.no_grad():
+            got = torch.as_tensor(method.execute(arrays)[0]).float()
+            err = float((got - gpu_model(*gpu_inputs).float().cpu()).abs().max())
+        calls = program.metadata("cuda_delegate_calls")
+        print(f"{name:10} {str(dtype)[6:]:>8} {batch:5d} {calls:>5} {ours:9.3f} {theirs:9.3f} {ours / theirs:6.2f} "
+              f"{compiled_ms:10.3f} {ours / compiled_ms:6.2f} {err:10.2e}")
     return 0
 
 

@@ -298,13 +298,13 @@ Error gelu(KernelRuntimeContext&, Args args) {
 // memory_format): a copy, converting the dtype when the output's differs.
 Error copy_to(const Tensor& in, const Tensor& out, const char* op) {
   ET_TRY(check_numel(out, in.numel(), op, "output"));
-  KCHECK(is_supported_dtype(in.scalar_type()) && is_supported_dtype(out.scalar_type()), "%s: unsupported dtype", op);
-  if (in.scalar_type() == out.scalar_type()) {
+  if (in.scalar_type() == out.scalar_type()) {  // bytes, whatever the dtype (float16 and bfloat16 too)
     if (in.nbytes() && in.const_data_ptr() != out.const_data_ptr()) {
       std::memmove(out.mutable_data_ptr(), in.const_data_ptr(), in.nbytes());
     }
     return Error::Ok;
   }
+  KCHECK(is_supported_dtype(in.scalar_type()) && is_supported_dtype(out.scalar_type()), "%s: unsupported dtype", op);
   for (int64_t i = 0; i < in.numel(); ++i) store<double>(out, i, load<double>(in, i));
   return Error::Ok;
 }

@@ -105,3 +105,43 @@ def test_bad_cuda_archs_are_an_export_error(archs, backend) -> None:
     model, example = MODELS["mlp"]()
     with pytest.raises(ExportError, match="cuda_archs"):
         export(model, example, backend=backend, cuda_archs=archs)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("name", sorted(MODELS))
+def test_half_precision_export_is_one_delegate_call(name: str, dtype) -> None:
+    """dtype= exports a converted copy (the caller's module is untouched) whose floating inputs,
+    weights and outputs are of that dtype, all in one CudaBackend call."""
+    from executorch.serialization.pte import deserialize
+
+    model, example = MODELS[name]()
+    before = {k: v.dtype for k, v in model.state_dict().items()}
+    spec = deserialize(export(model, example, backend="cuda", dtype=dtype))
+    assert {k: v.dtype for k, v in model.state_dict().items()} == before
+    assert spec.metadata["cuda_delegate_calls"] == "1"
+    code = _export.DTYPE_CODES[dtype]
+    plan = spec.plans[0]
+    for i, x in zip(plan.inputs, example):
+        assert plan.values[i].payload.dtype == (code if x.is_floating_point() else _export.DTYPE_CODES[x.dtype])
+    # The weights are converted; float32 appears only where torch's decompositions compute in it
+    # (softmax, layer norm statistics), between conversions on the device.
+    payload = deserialize(spec.segments[plan.delegates[0].segment]).plans[0]
+    sizes: dict[int, int] = {}
+    for v in payload.values:
+        if v.kind == "tensor" and v.payload.data_segment >= 0:
+            sizes[v.payload.dtype] = sizes.get(v.payload.dtype, 0) + _partition._nbytes(v.payload)
+    # The parameters dominate; float32 constants are folded ones (attention masks and zeros).
+    assert set(sizes) <= {code, 6, 4} and sizes[code] > 5 * sizes.get(6, 0), sizes
+    assert {payload.values[i].payload.dtype for i in payload.outputs} == {code}
+
+
+def test_half_precision_needs_every_operator_on_the_gpu() -> None:
+    from executorch.export import ExportError
+
+    model, example = partly_delegated()
+    with pytest.raises(ExportError, match="CudaBackend does not run aten::cos"):
+        export(model, example, backend="cuda", dtype=torch.float16)
+    with pytest.raises(ExportError, match="needs backend='cuda'"):
+        export(model, example, dtype=torch.bfloat16)
+    with pytest.raises(ExportError, match="dtype must be"):
+        export(model, example, backend="cuda", dtype=torch.int8)

@@ -167,3 +167,29 @@ def test_export_command_line(tmp_path: Path) -> None:
     (ours,) = Runtime.get().load_program(out_file).load_method().execute([example[0].numpy()])
     with torch.no_grad():
         assert_close(ours, model(*example).numpy())
+
+
+class _Transpose(torch.nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x.transpose(0, 1).contiguous()
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_half_precision_inputs_and_outputs(dtype) -> None:
+    """float16 and bfloat16 tensors cross the Python boundary bit for bit (a CPU program that only
+    moves elements): torch tensors in and out, or numpy (float16; bfloat16 as its bits, widened to
+    float32 on the way out)."""
+    x = torch.randn(3, 5).to(dtype)
+    method = Runtime.get().load_program(export(_Transpose(), (x,))).load_method()
+    assert method.input_meta() == [(str(dtype)[6:], [3, 5])]
+    (got,) = method.execute([x])
+    assert got.dtype == dtype and torch.equal(got, x.t())
+    if dtype == torch.float16:
+        (arr,) = method.execute([x.numpy()])
+        assert arr.dtype == np.float16 and np.array_equal(arr, x.t().numpy())
+    else:
+        (arr,) = method.execute([x.view(torch.int16).numpy().view(np.uint16)])
+        assert arr.dtype == np.float32 and np.array_equal(arr, x.t().float().numpy())
+        with pytest.raises(TypeError, match="unsupported dtype int16"):  # bits only where the input is bfloat16
+            Runtime.get().load_program(export(_Transpose(), (torch.randn(3, 5),))).load_method().execute(
+                [np.zeros((3, 5), np.int16)])

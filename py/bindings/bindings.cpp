@@ -1,6 +1,7 @@
 // executorch._C: the Python extension. It links the shared runtime libraries (and keeps the kernel
 // and delegate libraries in DT_NEEDED so that their registrations run) and defines none of their
 // symbols. C++ exceptions stay inside this file: runtime Errors become ExecutorchError here.
+#include <algorithm>
 #include <cstring>
 #include <memory>
 #include <stdexcept>
@@ -71,6 +72,7 @@ bool scalar_type_of(const py::dtype& dt, rt::ScalarType* out) {
   const auto size = dt.itemsize();
   if (kind == 'f' && size == 4) return *out = rt::ScalarType::Float, true;
   if (kind == 'f' && size == 8) return *out = rt::ScalarType::Double, true;
+  if (kind == 'f' && size == 2) return *out = rt::ScalarType::Half, true;
   if (kind == 'i' && size == 8) return *out = rt::ScalarType::Long, true;
   if (kind == 'i' && size == 4) return *out = rt::ScalarType::Int, true;
   if (kind == 'i' && size == 1) return *out = rt::ScalarType::Char, true;
@@ -101,12 +103,15 @@ py::object to_python(const rt::EValue& v) {
     case rt::EValue::Tag::Bool: return py::bool_(v.to_bool());
     case rt::EValue::Tag::Tensor: {
       const rt::Tensor& t = v.to_tensor();
-      const char* name = numpy_name(t.scalar_type());
+      // numpy has no bfloat16: its bits come back as int16, tagged (executorch.runtime converts).
+      const bool bf16 = t.scalar_type() == rt::ScalarType::BFloat16;
+      const char* name = bf16 ? "int16" : numpy_name(t.scalar_type());
       if (name == nullptr) throw RuntimeFailure(std::string("output dtype ") + rt::to_string(t.scalar_type()) + " has no numpy equivalent");
       if (t.is_cuda()) throw RuntimeFailure("output tensor is in CUDA memory; copy it to the CPU in the program");
       std::vector<py::ssize_t> shape(t.sizes(), t.sizes() + t.dim());
       py::array out(py::dtype(name), shape);
       if (t.nbytes()) std::memcpy(out.mutable_data(), t.const_data_ptr(), t.nbytes());
+      if (bf16) return py::make_tuple("bfloat16", std::move(out));
       return std::move(out);
     }
     default:
@@ -140,7 +145,8 @@ class PyMethod {
     return out;
   }
 
-  py::list execute(const py::sequence& inputs) {
+  // `bfloat16_inputs`: indices of int16 arrays holding bfloat16 bits.
+  py::list execute(const py::sequence& inputs, const std::vector<size_t>& bfloat16_inputs) {
     if (static_cast<size_t>(py::len(inputs)) != method_->num_inputs()) {
       throw py::value_error("method '" + name() + "' takes " + std::to_string(method_->num_inputs()) +
                             " inputs, got " + std::to_string(py::len(inputs)));
@@ -159,7 +165,10 @@ class PyMethod {
         py::array arr = py::array::ensure(item, py::array::c_style);
         if (!arr) throw py::type_error("input " + std::to_string(i) + " is not an array or number");
         rt::ScalarType dtype;
-        if (!scalar_type_of(arr.dtype(), &dtype)) {
+        const bool bf16 = std::find(bfloat16_inputs.begin(), bfloat16_inputs.end(), i) != bfloat16_inputs.end();
+        if (bf16 && arr.dtype().kind() == 'i' && arr.dtype().itemsize() == 2) {
+          dtype = rt::ScalarType::BFloat16;
+        } else if (!scalar_type_of(arr.dtype(), &dtype)) {
           throw py::type_error("input " + std::to_string(i) + " has unsupported dtype " + py::str(arr.dtype()).cast<std::string>());
         }
         std::vector<int64_t> sizes(arr.shape(), arr.shape() + arr.ndim());
@@ -260,5 +269,5 @@ PYBIND11_MODULE(_C, m) {
       .def_property_readonly("num_inputs", &PyMethod::num_inputs)
       .def_property_readonly("num_outputs", &PyMethod::num_outputs)
       .def("input_meta", &PyMethod::input_meta)
-      .def("execute", &PyMethod::execute, py::arg("inputs"));
+      .def("execute", &PyMethod::execute, py::arg("inputs"), py::arg("bfloat16_inputs") = std::vector<size_t>{});
 }

@@ -67,7 +67,7 @@ class TinyLM(nn.Module):
         self.norm = nn.LayerNorm(d)
 
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:
-        positions = torch.arange(tokens.shape[1])
+        positions = torch.arange(tokens.shape[1], device=tokens.device)
         x = self.tok(tokens) + self.pos(positions)
         for block in self.blocks:
             x = block(x, causal=True)

@@ -65,6 +65,21 @@ open(os.path.join(lm, "tiny_lm_cuda.pte"), "wb").write(export(model, example, ba
 import numpy as np
 np.save(os.path.join(lm, "tokens.npy"), tokens.numpy())
 np.save(os.path.join(lm, "expected.npy"), ref)
+
+# Every model in float16 and bfloat16 (bfloat16 inputs as their bits, uint16); the reference is the
+# float32 model on the same (rounded) inputs.
+half = os.path.join(sys.argv[1], "half")
+os.makedirs(half, exist_ok=True)
+for name in ("mlp", "cnn", "encoder", "tiny_lm"):
+    model, example = MODELS[name]()
+    (x,) = fresh_inputs(example, 7)
+    for dtype in (torch.float16, torch.bfloat16):
+        stem = os.path.join(half, f"{name}_{str(dtype)[6:]}")
+        open(stem + ".pte", "wb").write(export(model, example, backend="cuda", dtype=dtype))
+        xr = x.to(dtype) if x.is_floating_point() else x
+        with torch.no_grad():
+            np.save(stem + ".expected.npy", model(xr.float() if x.is_floating_point() else x).numpy())
+        np.save(stem + ".input.npy", xr.view(torch.int16).numpy().view(np.uint16) if dtype == torch.bfloat16 else xr.numpy())
 PY
 
 # The malformed programs that delegate to CUDA (tests/hostile), for the real CudaBackend on the GPU.

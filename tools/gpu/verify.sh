@@ -132,6 +132,27 @@ PY
   )
 fi
 
+if [[ -d $art/models/half ]]; then
+  echo "== float16 and bfloat16 programs against the float32 model (bounds: 1e-2 and 6e-2 of max(1, max |expected|))"
+  (cd "$work/empty" && "$work/venv/bin/python" -I - "$art/models/half" <<'PY'
+import sys, numpy as np
+from pathlib import Path
+from executorch.runtime import Runtime
+bound = {"float16": 1e-2, "bfloat16": 6e-2}
+for pte in sorted(Path(sys.argv[1]).glob("*.pte")):
+    stem, dtype = str(pte)[:-4], pte.stem.rsplit("_", 1)[1]
+    x, want = np.load(stem + ".input.npy"), np.load(stem + ".expected.npy")
+    program = Runtime.get().load_program(pte)
+    method = program.load_method()
+    got = [method.execute([x])[0] for _ in range(3)][-1].astype(np.float32)  # eager, captured, replayed
+    err, tol = float(np.abs(got - want).max()), bound[dtype] * max(1.0, float(np.abs(want).max()))
+    print(f"   {pte.name}: {program.metadata('cuda_delegate_calls')} CudaBackend call(s), input {method.input_meta()[0][0]}, "
+          f"max |ours - float32| = {err:.3g} (bound {tol:.3g})")
+    assert got.shape == want.shape and err <= tol, pte
+PY
+  )
+fi
+
 if [[ -d $art/cmake_cuda ]]; then
   echo "== CMake application with a GPU-memory input (the seed's example)"
   cmake -S "$art/cmake_cuda" -B "$work/gpu_app" -DCMAKE_PREFIX_PATH="$("$work/venv/bin/python" -I -m executorch.sysconfig --cmake-dir)" \

@@ -121,6 +121,25 @@ __global__ void compare_kernel(Compare op, const T* __restrict__ x, float v, boo
   out[i] = r;
 }
 
+__device__ float load_as_float(const void* p, int type, int64_t i) {
+  switch (type) {
+    case 1: return ld(static_cast<const __half*>(p)[i]);
+    case 2: return ld(static_cast<const __nv_bfloat16*>(p)[i]);
+    default: return static_cast<const float*>(p)[i];
+  }
+}
+
+__global__ void cast_kernel(const void* __restrict__ x, int x_type, void* __restrict__ out, int out_type, int64_t n) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= n) return;
+  const float v = load_as_float(x, x_type, i);
+  switch (out_type) {
+    case 1: static_cast<__half*>(out)[i] = st<__half>(v); break;
+    case 2: static_cast<__nv_bfloat16*>(out)[i] = st<__nv_bfloat16>(v); break;
+    default: static_cast<float*>(out)[i] = v; break;
+  }
+}
+
 __global__ void logical_not_kernel(const bool* __restrict__ x, bool* __restrict__ out, int64_t n) {
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i < n) out[i] = !x[i];
@@ -325,6 +344,12 @@ template <typename T>
 cudaError_t launch_compare_scalar(Compare op, const T* x, float scalar, bool* out, int64_t n, cudaStream_t stream) {
   if (n == 0) return cudaSuccess;
   compare_kernel<<<blocks_for(n), kThreads, 0, stream>>>(op, x, scalar, out, n);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_cast(const void* x, int x_type, void* out, int out_type, int64_t n, cudaStream_t stream) {
+  if (n == 0) return cudaSuccess;
+  cast_kernel<<<blocks_for(n), kThreads, 0, stream>>>(x, x_type, out, out_type, n);
   return cudaGetLastError();
 }
 

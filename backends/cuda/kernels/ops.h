@@ -41,6 +41,8 @@ cudaError_t launch_where(const bool* cond, const T* a, const T* b, T* out, int64
 // out[i] = x[i] (op) scalar, bool out.
 template <typename T>
 cudaError_t launch_compare_scalar(Compare op, const T* x, float scalar, bool* out, int64_t n, cudaStream_t stream);
+// out[i] = x[i] converted between float types (0: float32, 1: float16, 2: bfloat16).
+cudaError_t launch_cast(const void* x, int x_type, void* out, int out_type, int64_t n, cudaStream_t stream);
 cudaError_t launch_logical_not(const bool* x, bool* out, int64_t n, cudaStream_t stream);
 // y[r] = any of the `cols` contiguous elements of row r.
 cudaError_t launch_row_any(const bool* x, bool* y, int64_t rows, int64_t cols, cudaStream_t stream);

@@ -377,6 +377,14 @@ Error run_typed(const Op& op, void* index_error, cudaStream_t stream) {
       status = launch_compare_scalar(op.plan.compare, ptr<T>(a[0]), static_cast<float>(a[1]->scalar_as_double()), bp(a[2]),
                                      a[0]->to_tensor().numel(), stream);
       break;
+    case OpKind::Cast: {
+      auto code = [](const Tensor& t) {
+        return t.scalar_type() == runtime::ScalarType::Half ? 1 : t.scalar_type() == runtime::ScalarType::BFloat16 ? 2 : 0;
+      };
+      const Tensor &x = a[0]->to_tensor(), &o = a[7]->to_tensor();
+      status = launch_cast(x.const_data_ptr(), code(x), o.mutable_data_ptr(), code(o), x.numel(), stream);
+      break;
+    }
     case OpKind::LogicalNot:
       status = launch_logical_not(bp(a[0]), bp(a[1]), a[0]->to_tensor().numel(), stream);
       break;

@@ -103,6 +103,7 @@ bool classify(const std::string& name, OpPlan* op) {
       {"aten::any.dim", OpKind::Any},
       {"aten::where.self", OpKind::Where},
       {"aten::embedding", OpKind::Embedding},
+      {"aten::_to_copy", OpKind::Cast},
       {"aten::_softmax", OpKind::Softmax},
       {"aten::_log_softmax", OpKind::LogSoftmax},
       {"aten::native_layer_norm", OpKind::LayerNorm},
@@ -281,9 +282,10 @@ Error plan_op(const char* name, Span<EValue*> a, OpPlan* plan) {
   const size_t n = a.size();
   PAYLOAD_CHECK(n >= 2, "%s %s: %zu arguments", kCudaBackendName, name, n);
   for (size_t i = 0; i < n; ++i) PAYLOAD_CHECK(a[i] != nullptr, "%s %s: argument %zu missing", kCudaBackendName, name, i);
-  // One floating element type per op (kernels are instantiated per type, never mixed).
+  // One floating element type per op (kernels are instantiated per type, never mixed), but for
+  // the conversion between them.
   bool seen = false;
-  for (size_t i = 0; i < n; ++i) {
+  for (size_t i = 0; i < n && plan->kind != OpKind::Cast; ++i) {
     if (!is_float(a[i])) continue;
     const runtime::ScalarType t = a[i]->to_tensor().scalar_type();
     PAYLOAD_CHECK(!seen || t == plan->dtype, "%s %s: argument %zu is %s, another argument %s", kCudaBackendName, name, i,
@@ -358,6 +360,14 @@ Error plan_op(const char* name, Span<EValue*> a, OpPlan* plan) {
                     kCudaBackendName, name);
       return need_numel(a[5], total, name, 5);
     }
+    case OpKind::Cast:
+      // _to_copy(self, dtype, layout, device, pin_memory, non_blocking, memory_format, out)
+      PAYLOAD_CHECK(n == 8, "%s %s: %zu arguments", kCudaBackendName, name, n);
+      ET_TRY(need_float(a[0], name, 0));
+      ET_TRY(need_float(a[7], name, 7));
+      PAYLOAD_CHECK(a[7]->to_tensor().numel() == a[0]->to_tensor().numel(), "%s %s: output size differs",
+                    kCudaBackendName, name);
+      return Error::Ok;
     case OpKind::Addmm:
     case OpKind::Mm: {
       const bool addmm = plan->kind == OpKind::Addmm;

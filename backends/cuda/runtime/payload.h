@@ -17,7 +17,7 @@ namespace cuda {
 
 enum class OpKind {
   Addmm, Mm, Bmm, Unary, Binary, Softmax, LogSoftmax, LayerNorm, Copy, Permute, Expand, Split, Conv, BatchNorm,
-  MaxPool, AvgPool, Mean, Compare, LogicalNot, Any, Where, Embedding
+  MaxPool, AvgPool, Mean, Compare, LogicalNot, Any, Where, Embedding, Cast
 };
 
 // One checked instruction. Conv: ints = n, c, h, w, oc, kh, kw, stride h/w, pad h/w, dilation h/w,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import operator
 import re
 from dataclasses import dataclass
@@ -285,6 +286,18 @@ def _lower(ep: torch.export.ExportedProgram, name: str, supported: set[str]) -> 
     return low.plan, b"".join(low.constants)
 
 
+def _check_all_delegated(p: Plan, dtype: torch.dtype) -> None:
+    """Raises where an instruction left to the CPU kernels reads or writes tensors of `dtype`."""
+    from executorch.export._partition import _op_name, _tensor_args
+
+    code = DTYPE_CODES[dtype]
+    left = sorted({_op_name(p, ins) for ins in p.instructions
+                   if isinstance(ins, KernelCall) and any(t.dtype == code for t in _tensor_args(p, ins.args))})
+    if left:
+        raise ExportError(f"dtype={dtype}: CudaBackend does not run {', '.join(left)} on such tensors, and the CPU "
+                          "kernels compute in float32; export in float32")
+
+
 def export(
     module: torch.nn.Module,
     example_inputs: Sequence[Any],
@@ -293,6 +306,7 @@ def export(
     metadata: dict[str, str] | None = None,
     backend: str | None = None,
     cuda_archs: Sequence[str] | None = None,
+    dtype: torch.dtype | None = None,
 ) -> bytes:
     """The .pte bytes of `module` traced with `example_inputs` (shapes are fixed to theirs).
 
@@ -300,6 +314,9 @@ def export(
     rest stays with the CPU kernels. Such a program needs a CUDA device where it is loaded.
     cuda_archs (e.g. ["sm_90", "compute_90"]) restricts it to devices of those architectures
     (real code) or newer (PTX); loading elsewhere fails with an error naming both.
+    dtype (torch.float16 or torch.bfloat16, with backend="cuda") exports a copy of `module` whose
+    parameters, buffers and floating inputs are of that dtype; every operator on such tensors must
+    then run on CudaBackend (the CPU kernels compute in float32).
     """
     if backend not in (None, "cpu", "cuda"):
         raise ExportError(f"unknown backend {backend!r}: use None (CPU) or 'cuda'")
@@ -307,6 +324,14 @@ def export(
         bad = [a for a in cuda_archs if not re.fullmatch(r"(sm|compute)_[0-9]{2,3}", a)]
         if backend != "cuda" or bad or not cuda_archs:
             raise ExportError(f"cuda_archs needs backend='cuda' and names like 'sm_90' or 'compute_90', got {list(cuda_archs)}")
+    if dtype is not None:
+        if dtype not in (torch.float32, torch.float16, torch.bfloat16):
+            raise ExportError(f"dtype must be torch.float32, torch.float16 or torch.bfloat16, got {dtype}")
+        if dtype != torch.float32 and backend != "cuda":
+            raise ExportError(f"dtype={dtype} needs backend='cuda': the CPU kernels compute in float32")
+        module = copy.deepcopy(module).to(dtype)
+        example_inputs = [x.to(dtype) if isinstance(x, torch.Tensor) and x.is_floating_point() else x
+                          for x in example_inputs]
     module = module.eval()
     with torch.no_grad():
         try:
@@ -322,4 +347,6 @@ def export(
 
         specs = {"cuda_archs": ",".join(cuda_archs).encode()} if cuda_archs else {}
         meta["cuda_delegate_calls"] = str(delegate_to_cuda(plan_, constants, segments, specs))
+        if dtype in (torch.float16, torch.bfloat16):
+            _check_all_delegated(plan_, dtype)
     return serialize(ProgramSpec(plans=[plan_], segments=segments, metadata=meta))

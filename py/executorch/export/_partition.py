@@ -13,14 +13,15 @@ from executorch.export._planner import Allocation, plan
 from executorch.serialization.pte import Delegate, DelegateCall, KernelCall, Plan, ProgramSpec, TensorSpec, Value, serialize
 
 BACKEND_ID = "CudaBackend"
-FLOAT32, INT32, INT64, BOOL = 6, 3, 4, 11
+FLOAT32, INT32, INT64, BOOL, FLOAT16, BFLOAT16 = 6, 3, 4, 11, 5, 15
+FLOATING = {FLOAT32, FLOAT16, BFLOAT16}
 
-# What backends/cuda/runtime/payload.cpp (classify) implements, on float32 tensors (bool masks and
-# integer indices where _OTHER_DTYPES says).
+# What backends/cuda/runtime/payload.cpp (classify) implements, on floating tensors of one dtype
+# (float32, float16 or bfloat16; bool masks and integer indices where _OTHER_DTYPES says).
 CUDA_OPERATORS = {
     "aten::bmm", "aten::expand", "aten::split_with_sizes", "aten::logical_not", "aten::any.dim", "aten::where.self",
     "aten::embedding", "aten::eq.Scalar", "aten::ne.Scalar", "aten::lt.Scalar", "aten::le.Scalar", "aten::gt.Scalar",
-    "aten::ge.Scalar",
+    "aten::ge.Scalar", "aten::_to_copy",
     "aten::relu", "aten::silu", "aten::sigmoid", "aten::tanh", "aten::neg", "aten::exp", "aten::rsqrt", "aten::gelu",
     "aten::add.Tensor", "aten::sub.Tensor", "aten::mul.Tensor", "aten::div.Tensor", "aten::mul.Scalar",
     "aten::add.Scalar", "aten::addmm", "aten::mm", "aten::_softmax", "aten::_log_softmax", "aten::native_layer_norm",
@@ -64,10 +65,18 @@ def supported(p: Plan, ins: KernelCall) -> bool:
     if name not in CUDA_OPERATORS:
         return False
     other = _OTHER_DTYPES.get(name, {})
+    floating = set()
     for pos, a in enumerate(ins.args):
-        allowed = other.get(pos, other.get(pos - len(ins.args), {FLOAT32}))
-        if any(t.dtype not in allowed or len(t.sizes) > MAX_DIMS for t in _tensor_args(p, [a])):
-            return False
+        allowed = other.get(pos, other.get(pos - len(ins.args), FLOATING))
+        for t in _tensor_args(p, [a]):
+            if t.dtype not in allowed or len(t.sizes) > MAX_DIMS:
+                return False
+            if t.dtype in FLOATING:
+                floating.add(t.dtype)
+    if len(floating) > 1 and name != "aten::_to_copy":  # one element type per kernel, but for conversions
+        return False
+    if name == "aten::_to_copy":  # between float types only
+        return all(t.dtype in FLOATING for t in _tensor_args(p, ins.args))
     if name == "aten::any.dim":
         rank = len(p.values[ins.args[0]].payload.sizes)
         return rank > 0 and p.values[ins.args[1]].payload in (-1, rank - 1)

@@ -6,7 +6,9 @@
     outputs = method.execute([np.random.rand(1, 3, 32, 32).astype(np.float32)])
 
 Inputs are numpy arrays (torch tensors work too, without a copy on the CPU) or Python numbers;
-outputs are numpy arrays, or torch tensors when the inputs were. Failures raise ExecutorchError
+outputs are numpy arrays, or torch tensors when the inputs were. bfloat16, which numpy lacks, takes
+torch tensors, or numpy int16/uint16 arrays of its bits (outputs then come back as float32, exactly).
+Failures raise ExecutorchError
 (a RuntimeError) carrying the runtime's message; a missing method raises KeyError.
 """
 
@@ -37,6 +39,12 @@ def _is_torch_tensor(x: Any) -> bool:
     return type(x).__module__.startswith("torch") and type(x).__name__ in ("Tensor", "Parameter")
 
 
+def _torch() -> Any:
+    import torch  # present: the caller passed torch tensors
+
+    return torch
+
+
 class Method:
     """A loaded method of a program. Not thread-safe: load one per thread."""
 
@@ -61,13 +69,29 @@ class Method:
 
     def execute(self, inputs: Sequence[Any]) -> list[Any]:
         as_torch = any(_is_torch_tensor(x) for x in inputs)
-        arrays = [x.detach().cpu().numpy() if _is_torch_tensor(x) else x for x in inputs]
-        outputs = self._method.execute(arrays)
+        arrays, bf16 = [], []
+        meta: list[tuple[str, Any]] | None = None
+        for i, x in enumerate(inputs):
+            if _is_torch_tensor(x):
+                x = x.detach().cpu()
+                if str(x.dtype) == "torch.bfloat16":  # numpy has no bfloat16: hand over its bits
+                    x = x.view(_torch().int16)
+                    bf16.append(i)
+                x = x.numpy()
+            elif isinstance(x, np.ndarray) and x.dtype in (np.int16, np.uint16):
+                meta = meta if meta is not None else self.input_meta()
+                if i < len(meta) and meta[i][0] == "bfloat16":  # bfloat16 bits, as numpy holds them
+                    x = x.view(np.int16)
+                    bf16.append(i)
+            arrays.append(x)
+        outputs = self._method.execute(arrays, bf16)
         if as_torch:
-            import torch  # present: the caller passed torch tensors
-
-            return [torch.from_numpy(o) if isinstance(o, np.ndarray) else o for o in outputs]
-        return outputs
+            torch = _torch()
+            return [torch.from_numpy(o[1]).view(torch.bfloat16) if isinstance(o, tuple)
+                    else torch.from_numpy(o) if isinstance(o, np.ndarray) else o for o in outputs]
+        # bfloat16 outputs widen to float32, exactly.
+        return [(o[1].view(np.uint16).astype(np.uint32) << 16).view(np.float32) if isinstance(o, tuple) else o
+                for o in outputs]
 
     __call__ = execute
 
