@@ -1,6 +1,7 @@
 #include <executorch/runtime/executor/program.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 #include <utility>
 #include <vector>
@@ -166,6 +167,14 @@ Result<std::vector<uint64_t>> Program::planned_buffer_sizes(const char* name) co
     }
   }
   return ET_ERROR(Error::NotFound, "the program has no method named '%s'", name);
+}
+
+Result<uint64_t> Program::planned_bytes(const char* name) const {
+  auto sizes = planned_buffer_sizes(name);
+  ET_TRY(sizes);
+  uint64_t total = 0;
+  for (uint64_t s : sizes.get()) total = s > UINT64_MAX - total ? UINT64_MAX : total + s;
+  return total;
 }
 
 Result<std::unique_ptr<Method>> Program::load_method(const char* name, const MemoryManager* memory_manager) const {

@@ -46,6 +46,9 @@ class EXECUTORCH_API Program final {
   // Bytes of each planned buffer method `name` needs (to provide them through a MemoryManager).
   Result<std::vector<uint64_t>> planned_buffer_sizes(const char* name) const;
 
+  // Their sum, saturating at UINT64_MAX (a hostile program may claim exabytes per buffer).
+  Result<uint64_t> planned_bytes(const char* name) const;
+
   // metadata["key"], or nullptr.
   const char* metadata(const char* key) const;
 

@@ -21,11 +21,9 @@ Error load_and_run(const uint8_t* data, size_t size, const RunOptions& options) 
   for (size_t i = 0; i < program.get()->num_methods(); ++i) {
     const char* name = program.get()->method_name(i);
     if (options.max_planned_bytes != 0) {
-      auto sizes = program.get()->planned_buffer_sizes(name);
-      if (!sizes.ok()) return sizes.error();
-      uint64_t total = 0;
-      for (uint64_t s : sizes.get()) total += s > options.max_planned_bytes ? options.max_planned_bytes : s;
-      if (total >= options.max_planned_bytes) {
+      auto total = program.get()->planned_bytes(name);
+      if (!total.ok()) return total.error();
+      if (total.get() > options.max_planned_bytes) {
         return ET_ERROR(Error::MemoryAllocationFailed, "planned memory over the harness limit");
       }
     }

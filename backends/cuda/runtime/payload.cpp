@@ -450,11 +450,9 @@ runtime::Result<size_t> check_payload(Span<const uint8_t> payload, uint64_t max_
   auto program = runtime::Program::load(std::move(loader.get()));
   ET_TRY(program);
   const char* method_name = program.get()->method_name(0);
-  auto sizes = program.get()->planned_buffer_sizes(method_name);
-  ET_TRY(sizes);
-  uint64_t total = 0;
-  for (uint64_t s : sizes.get()) total += s > max_planned_bytes ? max_planned_bytes + 1 : s;
-  ET_CHECK_OR_RETURN(total <= max_planned_bytes, Error::MemoryAllocationFailed, "%s payload plans more than %llu bytes",
+  auto total = program.get()->planned_bytes(method_name);
+  ET_TRY(total);
+  ET_CHECK_OR_RETURN(total.get() <= max_planned_bytes, Error::MemoryAllocationFailed, "%s payload plans more than %llu bytes",
                      kCudaBackendName, static_cast<unsigned long long>(max_planned_bytes));
   auto method = program.get()->load_method(method_name);
   ET_TRY(method);
