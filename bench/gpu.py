@@ -1,12 +1,13 @@
 """GPU latency of the CUDA delegate against torch eager (CUDA) on the test models, and GEMM
 throughput of the shim library (aoti_torch_cuda_mm_out) against torch.matmul.
 
-    python bench/gpu.py [--batches 1,32] [--dtypes float32,float16,bfloat16] [--repeat 50] [--gemm 4096] [--no-compile]
+    python bench/gpu.py [--batches 1,32] [--dtypes float32,float16,bfloat16,int8] [--repeat 50] [--gemm 4096] [--no-compile]
 
 Our side: the model exported with backend="cuda", run from Python with inputs in host memory
 (copied to the device and back by the delegate, as a CPU caller's would be). torch's side: the same
 model and weights on the GPU, inputs already on the device, synchronized after each run, eager and
-torch.compile'd. Median of --repeat runs after warm-up; ratio = ours / torch (lower is faster).
+torch.compile'd. dtype int8: ours exported with quantize="int8" (int8 weights, activations quantized
+per row on the device), torch's the float32 model (max |err| is then the quantization error). Median of --repeat runs after warm-up; ratio = ours / torch (lower is faster).
 GEMM: TF/s of both and their ratio ours / torch (higher is better), with the relative error of ours
 against float64.
 """
@@ -83,17 +84,20 @@ def main() -> int:
     parser.add_argument("--repeat", type=int, default=50)
     parser.add_argument("--gemm", type=int, default=4096, help="GEMM size (0: skip)")
     parser.add_argument("--no-compile", action="store_true", help="skip the torch.compile column")
-    parser.add_argument("--dtypes", default="float32,float16,bfloat16", help="model dtypes (export(dtype=...))")
+    parser.add_argument("--dtypes", default="float32,float16,bfloat16,int8",
+                        help="model dtypes (export(dtype=...); int8: export(quantize='int8'))")
     args = parser.parse_args()
     assert torch.cuda.is_available(), "needs a CUDA device"
     if args.gemm:
         gemm_tflops(args.gemm, args.repeat)
     print(f"{'model':10} {'dtype':>8} {'batch':>5} {'calls':>5} {'ours ms':>9} {'torch ms':>9} {'ratio':>6} "
           f"{'compile ms':>10} {'ratio':>6} {'max |err|':>10}")
-    for name, dtype, batch in ((n, getattr(torch, d), int(b)) for n in ("mlp", "cnn", "encoder", "tiny_lm")
+    for name, label, batch in ((n, d, int(b)) for n in ("mlp", "cnn", "encoder", "tiny_lm")
                                for d in args.dtypes.split(",") for b in args.batches.split(",")):
         model, inputs = MODELS[name](batch)
-        program = Runtime.get().load_program(export(model, inputs, backend="cuda", dtype=dtype))
+        quantize = "int8" if label == "int8" else None
+        dtype = torch.float32 if quantize else getattr(torch, label)
+        program = Runtime.get().load_program(export(model, inputs, backend="cuda", dtype=dtype, quantize=quantize))
         method = program.load_method()
         inputs = [x.to(dtype) if x.is_floating_point() else x for x in inputs]
         arrays = [x.numpy() for x in inputs] if dtype != torch.bfloat16 else list(inputs)  # no numpy bfloat16
@@ -121,7 +125,7 @@ def main() -> int:
             got = torch.as_tensor(method.execute(arrays)[0]).float()
             err = float((got - gpu_model(*gpu_inputs).float().cpu()).abs().max())
         calls = program.metadata("cuda_delegate_calls")
-        print(f"{name:10} {str(dtype)[6:]:>8} {batch:5d} {calls:>5} {ours:9.3f} {theirs:9.3f} {ours / theirs:6.2f} "
+        print(f"{name:10} {label:>8} {batch:5d} {calls:>5} {ours:9.3f} {theirs:9.3f} {ours / theirs:6.2f} "
               f"{compiled_ms:10.3f} {ours / compiled_ms:6.2f} {err:10.2e}")
     return 0
 

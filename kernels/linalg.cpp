@@ -1,4 +1,8 @@
-// Matrix products: mm, bmm, addmm (linear layers lower to these), through the blocked sgemm.
+// Matrix products: mm, bmm, addmm (linear layers lower to these), through the blocked sgemm; the
+// int8 linear layer of quantized programs.
+#include <algorithm>
+#include <vector>
+
 #include "kernels/gemm.h"
 #include "kernels/kernel_util.h"
 
@@ -90,7 +94,69 @@ Error addmm(KernelRuntimeContext&, Args args) {
   return Error::Ok;
 }
 
+// int8_linear(x, weight, scale, bias) -> out: x float32 [..., k]; weight int8 [n, k] with float32
+// per-row scale [n]; bias float32 [n] or None; out float32 [..., n]. Each row of x is quantized
+// (docs/program_format.md states the arithmetic, which CudaBackend's kernels share):
+//   s = max|x_row| / 127, q = clamp(round_half_even(x * (127 / max|x_row|)), -127, 127)
+//   out = float(sum q * weight_row) * s * scale[n] (+ bias[n])
+Error int8_linear(KernelRuntimeContext&, Args args) {
+  const char* op = "executorch::int8_linear";
+  ET_TRY(check_count(args, 5, op));
+  Tensor *x = nullptr, *w = nullptr, *scale = nullptr, *out = nullptr, *bias = nullptr;
+  ET_TRY(tensor_at(args, 0, op, &x));
+  ET_TRY(tensor_at(args, 1, op, &w));
+  ET_TRY(tensor_at(args, 2, op, &scale));
+  if (!args[3]->is_none()) ET_TRY(tensor_at(args, 3, op, &bias));
+  ET_TRY(tensor_at(args, 4, op, &out));
+  ET_TRY(check_dtype(*x, ScalarType::Float, op, "input"));
+  ET_TRY(check_dtype(*w, ScalarType::Char, op, "weight"));
+  ET_TRY(check_dtype(*scale, ScalarType::Float, op, "scale"));
+  ET_TRY(check_dtype(*out, ScalarType::Float, op, "output"));
+  KCHECK(w->dim() == 2 && x->dim() >= 1, "%s: weight must be 2-D and input at least 1-D", op);
+  const int64_t n = w->size(0), k = w->size(1);
+  // int32 sums of k products of int8 values stay exact below this depth.
+  KCHECK(k > 0 && k <= (int64_t{1} << 31) / (127 * 127) && x->size(x->dim() - 1) == k,
+         "%s: input has %lld features, the weight %lld (at most %lld)", op, static_cast<long long>(x->size(x->dim() - 1)),
+         static_cast<long long>(k), static_cast<long long>((int64_t{1} << 31) / (127 * 127)));
+  KCHECK(scale->numel() == n, "%s: %lld scales for %lld output features", op, static_cast<long long>(scale->numel()),
+         static_cast<long long>(n));
+  if (bias) {
+    ET_TRY(check_dtype(*bias, ScalarType::Float, op, "bias"));
+    KCHECK(bias->numel() == n, "%s: bias has %lld elements, expected %lld", op, static_cast<long long>(bias->numel()),
+           static_cast<long long>(n));
+  }
+  const int64_t rows = x->numel() / k;
+  KCHECK(out->dim() == x->dim() && out->size(out->dim() - 1) == n && out->numel() == rows * n,
+         "%s: output must be shaped like the input with %lld features", op, static_cast<long long>(n));
+  const float* px = x->data_ptr<float>();
+  const int8_t* pw = w->data_ptr<int8_t>();
+  const float* ps = scale->data_ptr<float>();
+  const float* pb = bias ? bias->data_ptr<float>() : nullptr;
+  float* po = out->data_ptr<float>();
+  std::vector<int8_t> q(static_cast<size_t>(k));
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* row = px + r * k;
+    float amax = 0.f;
+    for (int64_t c = 0; c < k; ++c) amax = std::max(amax, std::fabs(row[c]));
+    const float inv = amax > 0.f ? 127.f / amax : 0.f;
+    for (int64_t c = 0; c < k; ++c) {
+      const long v = std::lrint(row[c] * inv);  // the default rounding mode: half to even
+      q[c] = static_cast<int8_t>(std::clamp<long>(v, -127, 127));
+    }
+    const float s = amax / 127.f;
+    for (int64_t j = 0; j < n; ++j) {
+      const int8_t* wr = pw + j * k;
+      int32_t acc = 0;
+      for (int64_t c = 0; c < k; ++c) acc += static_cast<int32_t>(q[c]) * wr[c];
+      const float y = static_cast<float>(acc) * s * ps[j];
+      po[r * n + j] = pb ? y + pb[j] : y;
+    }
+  }
+  return Error::Ok;
+}
+
 const runtime::Kernel kKernels[] = {
+    {"executorch::int8_linear", int8_linear},
     {"aten::mm", mm},
     {"aten::bmm", bmm},
     {"aten::addmm", addmm},

@@ -52,6 +52,10 @@ def programs() -> dict[str, bytes]:
         model, example = make()
         out[name] = export(model, example)
         out[name + "_cuda"] = export(model, example, backend="cuda")
+    # int8 linear layers: the CPU kernel, and CudaBackend's.
+    model, example = MODELS["mlp"]()
+    out["mlp_int8"] = export(model, example, quantize="int8")
+    out["mlp_int8_cuda"] = export(model, example, backend="cuda", quantize="int8")
     # Two delegate calls (two payload segments) and a CPU kernel between them.
     model, example = partly_delegated()
     out["partly_delegated_cuda"] = export(model, example, backend="cuda")

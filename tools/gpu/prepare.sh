@@ -79,7 +79,23 @@ for name in ("mlp", "cnn", "encoder", "tiny_lm"):
         xr = x.to(dtype) if x.is_floating_point() else x
         with torch.no_grad():
             np.save(stem + ".expected.npy", model(xr.float() if x.is_floating_point() else x).numpy())
-        np.save(stem + ".input.npy", xr.view(torch.int16).numpy().view(np.uint16) if dtype == torch.bfloat16 else xr.numpy())
+        np.save(stem + ".input.npy", xr.view(torch.int16).numpy().view(np.uint16) if xr.dtype == torch.bfloat16 else xr.numpy())
+
+# Every model with int8 linear layers (quantize="int8"), at batch 1 and 32 (few rows and many: the
+# two GEMM kernels); references: torch running the same quantized arithmetic, and the float32 model.
+from executorch.export._quantize import quantize_linear_int8
+int8 = os.path.join(sys.argv[1], "int8")
+os.makedirs(int8, exist_ok=True)
+for name in ("mlp", "cnn", "encoder", "tiny_lm"):
+    for batch in (1, 32):
+        model, example = MODELS[name](batch)
+        (x,) = fresh_inputs(example, 11)
+        stem = os.path.join(int8, f"{name}_b{batch}")
+        open(stem + ".pte", "wb").write(export(model, example, backend="cuda", quantize="int8"))
+        with torch.no_grad():
+            np.save(stem + ".expected.npy", quantize_linear_int8(model)[0](x).numpy())
+            np.save(stem + ".float32.npy", model(x).numpy())
+        np.save(stem + ".input.npy", x.numpy())
 PY
 
 # The malformed programs that delegate to CUDA (tests/hostile), for the real CudaBackend on the GPU.

@@ -164,6 +164,27 @@ PY
   )
 fi
 
+if [[ -d $art/models/int8 ]]; then
+  echo "== int8 programs (quantize=\"int8\"): against torch on the same quantized arithmetic (2e-3) and the float32 model (6e-2), of max(1, max |expected|)"
+  (cd "$work/empty" && "$work/venv/bin/python" -I - "$art/models/int8" <<'PY'
+import sys, numpy as np
+from pathlib import Path
+from executorch.runtime import Runtime
+for pte in sorted(Path(sys.argv[1]).glob("*.pte")):
+    stem = str(pte)[:-4]
+    x, want, fp32 = (np.load(f"{stem}.{k}.npy") for k in ("input", "expected", "float32"))
+    program = Runtime.get().load_program(pte)
+    method = program.load_method()
+    got = [method.execute([x])[0] for _ in range(3)][-1]  # eager, captured, replayed
+    scale = lambda ref: max(1.0, float(np.abs(ref).max()))
+    err, err_fp32 = float(np.abs(got - want).max()) / scale(want), float(np.abs(got - fp32).max()) / scale(fp32)
+    print(f"   {pte.name}: {program.metadata('cuda_delegate_calls')} CudaBackend call(s), "
+          f"|ours - reference| = {err:.3g}, |ours - float32| = {err_fp32:.3g}")
+    assert got.shape == want.shape and err <= 2e-3 and err_fp32 <= 6e-2, pte
+PY
+  )
+fi
+
 if [[ -d $art/cmake_cuda ]]; then
   echo "== CMake application with a GPU-memory input (the seed's example)"
   cmake -S "$art/cmake_cuda" -B "$work/gpu_app" -DCMAKE_PREFIX_PATH="$("$work/venv/bin/python" -I -m executorch.sysconfig --cmake-dir)" \

@@ -12,6 +12,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include <executorch/backends/cuda/kernels/int8_linear.h>
 #include <executorch/backends/cuda/kernels/ops.h>
 #include <executorch/backends/cuda/runtime/payload.h>
 #include <executorch/backends/cuda/shims/shims.h>
@@ -63,7 +64,8 @@ struct Op {
   Span<EValue*> args;
   std::string name;
   std::vector<ShimTensor> shim;  // addmm: bias, mat1, mat2, out; (b)mm: mat1, mat2, out; conv: see prepare_conv
-  std::vector<DeviceBuffer> scratch;  // conv: im2col buffer; batch norm: scale and shift
+  // conv: im2col buffer; batch norm: scale and shift; int8 linear: quantized rows, their scales
+  std::vector<DeviceBuffer> scratch;
   int64_t conv_chunk = 0;             // conv: images per batched GEMM
 };
 
@@ -233,6 +235,16 @@ Error prepare_batch_norm(Op& op) {
   ET_TRY(ecuda::to_error(cudaMalloc(&op.scratch.back().ptr, scale_shift.size() * sizeof(float) + 4), "CudaBackend: batch norm"));
   return ecuda::to_error(cudaMemcpy(op.scratch.back().ptr, scale_shift.data(), scale_shift.size() * sizeof(float),
                                     cudaMemcpyHostToDevice), "CudaBackend: batch norm");
+}
+
+// The int8 linear layer's activations, quantized on each call: rows x k int8 values, rows scales.
+Error prepare_int8_linear(Op& op) {
+  const int64_t rows = op.plan.ints[0], k = op.plan.ints[2];
+  for (size_t bytes : {static_cast<size_t>(rows * k), static_cast<size_t>(rows) * sizeof(float)}) {
+    op.scratch.emplace_back();
+    ET_TRY(ecuda::to_error(cudaMalloc(&op.scratch.back().ptr, bytes + 4), "CudaBackend: int8 linear scratch"));
+  }
+  return Error::Ok;
 }
 
 // Runs one op on `stream`. Argument layout follows the ATen schema, outputs last (as the CPU kernels);
@@ -411,6 +423,17 @@ Error run_typed(const Op& op, void* index_error, cudaStream_t stream) {
                                 idx.numel(), w.size(0), w.size(1), static_cast<int*>(index_error), stream);
       break;
     }
+    case OpKind::Int8Linear: {
+      const int64_t rows = op.plan.ints[0], n = op.plan.ints[1], k = op.plan.ints[2];
+      int8_t* q = static_cast<int8_t*>(op.scratch[0].ptr);
+      float* scale = static_cast<float*>(op.scratch[1].ptr);
+      status = launch_quantize_rows(ptr<float>(a[0]), q, scale, rows, k, stream);
+      if (status == cudaSuccess) {
+        status = launch_int8_linear(q, scale, ptr<int8_t>(a[1]), ptr<float>(a[2]), a[3]->is_tensor() ? ptr<float>(a[3]) : nullptr,
+                                    ptr<float>(a[4]), rows, n, k, stream);
+      }
+      break;
+    }
     case OpKind::Permute: {
       ET_CHECK_OR_RETURN(a.size() == 3 && a[1]->is_int_list(), Error::InvalidArgument, "%s: %s arguments",
                          kCudaBackendName, name);
@@ -553,6 +576,7 @@ class CudaBackend final : public runtime::BackendInterface {
       ET_TRY(plan_op(name, op.args, &op.plan));
       if (op.plan.kind == OpKind::Conv) ET_TRY(prepare_conv(op));
       if (op.plan.kind == OpKind::BatchNorm) ET_TRY(prepare_batch_norm(op));
+      if (op.plan.kind == OpKind::Int8Linear) ET_TRY(prepare_int8_linear(op));
       d->checks_indices |= op.plan.kind == OpKind::Embedding;
       if (op.plan.kind == OpKind::Addmm || op.plan.kind == OpKind::Mm || op.plan.kind == OpKind::Bmm) {
         for (size_t t : op.plan.kind == OpKind::Addmm ? std::vector<size_t>{0, 1, 2, 5} : std::vector<size_t>{0, 1, 2}) {

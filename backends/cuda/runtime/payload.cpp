@@ -119,6 +119,7 @@ bool classify(const std::string& name, OpPlan* op) {
       {"aten::max_pool2d_with_indices", OpKind::MaxPool},
       {"aten::avg_pool2d", OpKind::AvgPool},
       {"aten::mean.dim", OpKind::Mean},
+      {"executorch::int8_linear", OpKind::Int8Linear},
   };
   for (const auto& u : unary) {
     if (name == u.name) return op->kind = OpKind::Unary, op->unary = u.op, true;
@@ -255,6 +256,35 @@ Error plan_split(Span<EValue*> a, const char* op, OpPlan* plan) {
   }
   PAYLOAD_CHECK(covered == x.size(static_cast<int>(dim)), "%s %s: pieces do not cover the input", kCudaBackendName, op);
   plan->ints[0] = dim;
+  return Error::Ok;
+}
+
+// int8_linear(x, weight, scale, bias, out): float32 x [..., k], int8 weight [n, k] with float32
+// scale [n], float32 bias [n] or None, out [..., n]. k is a multiple of 4 (the kernel reads packed
+// groups of four) and small enough that int32 sums of k products of two int8 values cannot overflow.
+constexpr int64_t kMaxInt8Depth = (int64_t{1} << 31) / (127 * 127) / 4 * 4;
+
+Error plan_int8_linear(Span<EValue*> a, const char* op, OpPlan* plan) {
+  PAYLOAD_CHECK(a.size() == 5 && a[0]->is_tensor() && a[1]->is_tensor() && a[4]->is_tensor(), "%s %s: arguments",
+                kCudaBackendName, op);
+  PAYLOAD_CHECK(plan->dtype == runtime::ScalarType::Float && a[0]->to_tensor().scalar_type() == runtime::ScalarType::Float,
+                "%s %s: activations must be float32", kCudaBackendName, op);
+  const Tensor &x = a[0]->to_tensor(), &w = a[1]->to_tensor(), &o = a[4]->to_tensor();
+  PAYLOAD_CHECK(w.scalar_type() == runtime::ScalarType::Char && w.dim() == 2, "%s %s: the weight must be a 2-D int8 tensor",
+                kCudaBackendName, op);
+  const int64_t n = w.size(0), k = w.size(1);
+  PAYLOAD_CHECK(x.dim() >= 1 && x.size(x.dim() - 1) == k, "%s %s: input features differ from the weight's %lld",
+                kCudaBackendName, op, static_cast<long long>(k));
+  PAYLOAD_CHECK(k > 0 && k % 4 == 0 && k <= kMaxInt8Depth, "%s %s: %lld input features (a multiple of 4 up to %lld)",
+                kCudaBackendName, op, static_cast<long long>(k), static_cast<long long>(kMaxInt8Depth));
+  ET_TRY(need_numel(a[2], n, op, 2));
+  if (!a[3]->is_none()) ET_TRY(need_numel(a[3], n, op, 3));
+  const int64_t rows = x.numel() / k;
+  int64_t total = 0;
+  PAYLOAD_CHECK(!__builtin_mul_overflow(rows, n, &total) && o.dim() == x.dim() && o.size(o.dim() - 1) == n,
+                "%s %s: the output must be shaped [..., %lld]", kCudaBackendName, op, static_cast<long long>(n));
+  ET_TRY(need_numel(a[4], total, op, 4));
+  plan->ints[0] = rows, plan->ints[1] = n, plan->ints[2] = k;
   return Error::Ok;
 }
 
@@ -440,6 +470,8 @@ Error plan_op(const char* name, Span<EValue*> a, OpPlan* plan) {
       return plan_pool(a, name, plan->kind == OpKind::MaxPool, plan);
     case OpKind::Mean:
       return plan_mean(a, name);
+    case OpKind::Int8Linear:
+      return plan_int8_linear(a, name, plan);
   }
   return Error::Ok;
 }

@@ -17,11 +17,12 @@ namespace cuda {
 
 enum class OpKind {
   Addmm, Mm, Bmm, Unary, Binary, Softmax, LogSoftmax, LayerNorm, Copy, Permute, Expand, Split, Conv, BatchNorm,
-  MaxPool, AvgPool, Mean, Compare, LogicalNot, Any, Where, Embedding, Cast
+  MaxPool, AvgPool, Mean, Compare, LogicalNot, Any, Where, Embedding, Cast, Int8Linear
 };
 
 // One checked instruction. Conv: ints = n, c, h, w, oc, kh, kw, stride h/w, pad h/w, dilation h/w,
-// groups, oh, ow. Pools: ints = kh, kw, sh, sw, ph, pw, dh, dw, count_include_pad.
+// groups, oh, ow. Pools: ints = kh, kw, sh, sw, ph, pw, dh, dw, count_include_pad. Int8Linear:
+// ints = rows, out features, in features.
 struct OpPlan {
   OpKind kind = OpKind::Copy;
   Unary unary = Unary::Relu;

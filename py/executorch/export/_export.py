@@ -12,6 +12,7 @@ import torch
 
 from executorch.export._errors import ExportError, UnsupportedOperatorError
 from executorch.export._planner import Allocation, plan
+from executorch.export._quantize import quantize_linear_int8
 from executorch.serialization.pte import KernelCall, Plan, ProgramSpec, TensorSpec, Value, serialize
 
 # PyTorch's ScalarType codes, which the program format uses.
@@ -307,6 +308,7 @@ def export(
     backend: str | None = None,
     cuda_archs: Sequence[str] | None = None,
     dtype: torch.dtype | None = None,
+    quantize: str | None = None,
 ) -> bytes:
     """The .pte bytes of `module` traced with `example_inputs` (shapes are fixed to theirs).
 
@@ -317,6 +319,9 @@ def export(
     dtype (torch.float16 or torch.bfloat16, with backend="cuda") exports a copy of `module` whose
     parameters, buffers and floating inputs are of that dtype; every operator on such tensors must
     then run on CudaBackend (the CPU kernels compute in float32).
+    quantize="int8" stores every nn.Linear's weight as int8 with a float32 scale per output feature;
+    activations are quantized per row when the program runs (executorch::int8_linear, on the CPU
+    and on CudaBackend, where the layer's input features are a multiple of 4).
     """
     if backend not in (None, "cpu", "cuda"):
         raise ExportError(f"unknown backend {backend!r}: use None (CPU) or 'cuda'")
@@ -332,6 +337,14 @@ def export(
         module = copy.deepcopy(module).to(dtype)
         example_inputs = [x.to(dtype) if isinstance(x, torch.Tensor) and x.is_floating_point() else x
                           for x in example_inputs]
+    if quantize is not None:
+        if quantize != "int8":
+            raise ExportError(f"unknown quantize {quantize!r}: use 'int8'")
+        if dtype not in (None, torch.float32):
+            raise ExportError(f"quantize='int8' takes float32 activations; it does not combine with dtype={dtype}")
+        module, count = quantize_linear_int8(module)
+        if count == 0:
+            raise ExportError("quantize='int8': the module has no nn.Linear layer")
     module = module.eval()
     with torch.no_grad():
         try:

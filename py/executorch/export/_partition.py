@@ -13,7 +13,7 @@ from executorch.export._planner import Allocation, plan
 from executorch.serialization.pte import Delegate, DelegateCall, KernelCall, Plan, ProgramSpec, TensorSpec, Value, serialize
 
 BACKEND_ID = "CudaBackend"
-FLOAT32, INT32, INT64, BOOL, FLOAT16, BFLOAT16 = 6, 3, 4, 11, 5, 15
+INT8, FLOAT32, INT32, INT64, BOOL, FLOAT16, BFLOAT16 = 1, 6, 3, 4, 11, 5, 15
 FLOATING = {FLOAT32, FLOAT16, BFLOAT16}
 
 # What backends/cuda/runtime/payload.cpp (classify) implements, on floating tensors of one dtype
@@ -27,14 +27,16 @@ CUDA_OPERATORS = {
     "aten::add.Scalar", "aten::addmm", "aten::mm", "aten::_softmax", "aten::_log_softmax", "aten::native_layer_norm",
     "aten::view", "aten::_unsafe_view", "aten::clone", "aten::unsqueeze", "aten::squeeze.dims", "aten::squeeze.dim",
     "aten::permute", "aten::convolution", "aten::_native_batch_norm_legit_no_training", "aten::max_pool2d_with_indices",
-    "aten::avg_pool2d", "aten::mean.dim",
+    "aten::avg_pool2d", "aten::mean.dim", "executorch::int8_linear",
 }
 MAX_DIMS = 8
+MAX_INT8_DEPTH = (1 << 31) // (127 * 127) // 4 * 4  # int32 sums of int8 products stay exact
 
 # Argument positions (outputs count from the end as -1) whose tensors may have other dtypes.
 _OTHER_DTYPES: dict[str, dict[int, set[int]]] = {
     "aten::max_pool2d_with_indices": {-1: {INT64}},
     "aten::embedding": {1: {INT64, INT32}},
+    "executorch::int8_linear": {1: {INT8}},
     "aten::logical_not": {0: {BOOL}, -1: {BOOL}},
     "aten::any.dim": {0: {BOOL}, -1: {BOOL}},
     "aten::where.self": {0: {BOOL}},
@@ -77,6 +79,9 @@ def supported(p: Plan, ins: KernelCall) -> bool:
         return False
     if name == "aten::_to_copy":  # between float types only
         return all(t.dtype in FLOATING for t in _tensor_args(p, ins.args))
+    if name == "executorch::int8_linear":  # float32 activations; packed groups of 4 int8 values
+        k = p.values[ins.args[1]].payload.sizes[-1]
+        return floating == {FLOAT32} and k % 4 == 0 and k <= MAX_INT8_DEPTH
     if name == "aten::any.dim":
         rank = len(p.values[ins.args[0]].payload.sizes)
         return rank > 0 and p.values[ins.args[1]].payload in (-1, rank - 1)
