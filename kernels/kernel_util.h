@@ -130,20 +130,8 @@ inline bool is_supported_dtype(ScalarType t) {
 
 // Element strides of `in` broadcast to the shape of `out` (0 where `in` is broadcast).
 inline Error broadcast_strides(const Tensor& in, const Tensor& out, const char* op, int64_t* strides) {
-  KCHECK(in.dim() <= out.dim(), "%s: input of rank %d cannot broadcast to rank %d", op, in.dim(), out.dim());
-  const int shift = out.dim() - in.dim();
-  int64_t stride = 1;
-  for (int d = out.dim() - 1; d >= 0; --d) {
-    if (d < shift) {
-      strides[d] = 0;
-      continue;
-    }
-    const int64_t s = in.size(d - shift);
-    KCHECK(s == out.size(d) || s == 1, "%s: size %lld at dim %d does not broadcast to %lld", op,
-           static_cast<long long>(s), d - shift, static_cast<long long>(out.size(d)));
-    strides[d] = s == 1 ? 0 : stride;
-    stride *= s;
-  }
+  KCHECK(runtime::broadcast_strides(in, out.dim(), out.sizes(), strides),
+         "%s: an input of rank %d does not broadcast to the output's rank-%d shape", op, in.dim(), out.dim());
   return Error::Ok;
 }
 

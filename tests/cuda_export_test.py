@@ -14,7 +14,7 @@ from tests.flags import env_flag, preload_cuda_runtime
 torch = pytest.importorskip("torch", reason="torch is not installed in the test interpreter")
 preload_cuda_runtime()
 
-from executorch.export import _export, _partition, export  # noqa: E402
+from executorch.export import _dtypes, _export, _partition, export  # noqa: E402
 from executorch.runtime import ExecutorchError, Runtime  # noqa: E402
 from tests.models.zoo import MODELS, partly_delegated  # noqa: E402
 
@@ -129,9 +129,9 @@ def test_half_precision_export_is_one_delegate_call(name: str, dtype) -> None:
     sizes: dict[int, int] = {}
     for v in payload.values:
         if v.kind == "tensor" and v.payload.data_segment >= 0:
-            sizes[v.payload.dtype] = sizes.get(v.payload.dtype, 0) + _partition._nbytes(v.payload)
+            sizes[v.payload.dtype] = sizes.get(v.payload.dtype, 0) + _dtypes.nbytes(v.payload.dtype, v.payload.sizes)
     # The parameters dominate; float32 constants are folded ones (attention masks and zeros).
-    assert set(sizes) <= {code, 6, 4} and sizes[code] > 5 * sizes.get(6, 0), sizes
+    assert set(sizes) <= {code, _dtypes.FLOAT32, _dtypes.INT64} and sizes[code] > 5 * sizes.get(_dtypes.FLOAT32, 0), sizes
     assert {payload.values[i].payload.dtype for i in payload.outputs} == {code}
 
 

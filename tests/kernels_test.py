@@ -59,6 +59,23 @@ CASES = {
     "split": (lambda a: torch.split(a, [2, 3, 1], dim=1)[1] * 3, (r(2, 6),)),
 }
 
+# Attention is one kernel (the exporter keeps it whole): shapes of rank 3 to 5, causal, a scale,
+# bool and additive masks that broadcast, grouped key/value heads.
+_MASK = torch.rand(5, 7) > 0.3
+_MASK[2] = False  # a query that may attend to nothing gets zeros, as in torch
+CASES.update({
+    "sdpa": (lambda q, k, v: F.scaled_dot_product_attention(q, k, v), (r(2, 3, 5, 8), r(2, 3, 7, 8), r(2, 3, 7, 4))),
+    "sdpa_causal_scale_3d": (lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=0.3),
+                             (r(3, 6, 8), r(3, 9, 8), r(3, 9, 8))),
+    "sdpa_bool_mask": (lambda q, k, v, m: F.scaled_dot_product_attention(q, k, v, attn_mask=m),
+                       (r(2, 3, 5, 8), r(2, 3, 7, 8), r(2, 3, 7, 8), _MASK)),
+    "sdpa_float_mask": (lambda q, k, v, m: F.scaled_dot_product_attention(q, k, v, attn_mask=m),
+                        (r(1, 2, 5, 8), r(1, 2, 7, 8), r(1, 2, 7, 8), r(2, 1, 7))),
+    "sdpa_gqa": (lambda q, k, v: F.scaled_dot_product_attention(q, k, v, enable_gqa=True),
+                 (r(2, 4, 5, 8), r(2, 2, 7, 8), r(2, 2, 7, 6))),
+    "sdpa_5d": (lambda q, k, v: F.scaled_dot_product_attention(q, k, v), (r(2, 2, 3, 4, 8), r(2, 2, 3, 6, 8), r(2, 2, 3, 6, 8))),
+})
+
 
 class Linear(torch.nn.Module):
     def __init__(self):
@@ -148,3 +165,16 @@ def test_embedding_and_its_bounds() -> None:
     bad = np.full((3, 7), 50, dtype=np.int64)
     with pytest.raises(RuntimeError, match="aten::embedding: index 50 out of range for 50 rows"):
         method.execute([bad])
+
+
+def test_attention_is_one_kernel_and_refuses_dropout() -> None:
+    from executorch.serialization.pte import deserialize
+
+    q, k, v = r(1, 2, 4, 8), r(1, 2, 4, 8), r(1, 2, 4, 8)
+    plan = deserialize(export(Fn(lambda q, k, v: F.scaled_dot_product_attention(q, k, v)), (q, k, v))).plans[0]
+    names = {name for name, _ in plan.operators}
+    assert "aten::scaled_dot_product_attention" in names and not names & {"aten::bmm", "aten::_softmax"}, names
+    dropped = export(Fn(lambda q, k, v: F.scaled_dot_product_attention(q, k, v, dropout_p=0.5)), (q, k, v))
+    method = Runtime.get().load_program(dropped).load_method()
+    with pytest.raises(RuntimeError, match="dropout_p is 0.5; inference takes 0"):
+        method.execute([x.numpy() for x in (q, k, v)])

@@ -59,5 +59,24 @@ class Tensor {
   int64_t numel_ = 1;
 };
 
+// Element strides of `t` broadcast to a shape of `out_rank` dimensions (0 where `t` is broadcast);
+// false where the shapes do not broadcast. Shared by the CPU kernels and the CUDA delegate.
+inline bool broadcast_strides(const Tensor& t, int out_rank, const int64_t* out_sizes, int64_t* strides) {
+  const int shift = out_rank - t.dim();
+  if (shift < 0) return false;
+  int64_t stride = 1;
+  for (int d = out_rank - 1; d >= 0; --d) {
+    if (d < shift) {
+      strides[d] = 0;
+      continue;
+    }
+    const int64_t size = t.size(d - shift);
+    if (size != out_sizes[d] && size != 1) return false;
+    strides[d] = size == 1 ? 0 : stride;
+    stride *= size;
+  }
+  return true;
+}
+
 }  // namespace runtime
 }  // namespace executorch

@@ -96,6 +96,48 @@ for name in ("mlp", "cnn", "encoder", "tiny_lm"):
             np.save(stem + ".expected.npy", quantize_linear_int8(model)[0](x).numpy())
             np.save(stem + ".float32.npy", model(x).numpy())
         np.save(stem + ".input.npy", x.numpy())
+
+# Attention on its own (one kernel) in each dtype: partial tiles of keys and queries, causal (also
+# with fewer queries than keys), bool and additive masks that broadcast (a query that attends to
+# nothing), grouped key/value heads at head size 128, 3-D with a scale. Reference: torch float32 on
+# the same (rounded) inputs. Inputs x0..x2 as in half/ (bfloat16 as bits).
+F = torch.nn.functional
+
+
+class Attention(torch.nn.Module):
+    def __init__(self, mask=None, **options):
+        super().__init__()
+        self.options = options
+        self.register_buffer("mask", mask)
+
+    def forward(self, q, k, v):
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=self.mask, **self.options)
+
+
+g = torch.Generator().manual_seed(5)
+bool_mask = torch.rand(77, 90, generator=g) > 0.4
+bool_mask[3] = False
+attention = {
+    "plain": (Attention(), [(2, 4, 100, 64)] * 3),
+    "causal": (Attention(is_causal=True), [(2, 4, 77, 32)] * 3),
+    "causal_short": (Attention(is_causal=True), [(1, 2, 40, 32), (1, 2, 70, 32), (1, 2, 70, 32)]),
+    "bool_mask": (Attention(bool_mask), [(2, 2, 77, 16), (2, 2, 90, 16), (2, 2, 90, 24)]),
+    "float_mask": (Attention(torch.randn(1, 2, 77, 90, generator=g)), [(2, 2, 77, 16), (2, 2, 90, 16), (2, 2, 90, 16)]),
+    "gqa_128": (Attention(enable_gqa=True), [(1, 8, 33, 128), (1, 2, 65, 128), (1, 2, 65, 128)]),
+    "3d_scale": (Attention(scale=0.2), [(6, 50, 16)] * 3),
+}
+att = os.path.join(sys.argv[1], "attention")
+os.makedirs(att, exist_ok=True)
+for name, (module, shapes) in attention.items():
+    xs = [torch.randn(s, generator=g) for s in shapes]
+    for dtype in (torch.float32, torch.float16, torch.bfloat16):
+        stem = os.path.join(att, f"{name}_{str(dtype)[6:]}")
+        open(stem + ".pte", "wb").write(export(module, xs, backend="cuda", dtype=dtype))
+        xr = [x.to(dtype) for x in xs]
+        with torch.no_grad():
+            ref = module(*[x.float() for x in xr]).numpy()
+        bits = [x.view(torch.int16).numpy().view(np.uint16) if dtype == torch.bfloat16 else x.numpy() for x in xr]
+        np.savez(stem + ".npz", expected=ref, **{f"x{i}": b for i, b in enumerate(bits)})
 PY
 
 # The malformed programs that delegate to CUDA (tests/hostile), for the real CudaBackend on the GPU.

@@ -185,6 +185,28 @@ PY
   )
 fi
 
+if [[ -d $art/models/attention ]]; then
+  echo "== attention (one kernel): float32 / float16 / bfloat16 against torch float32, within 1e-4 / 1e-2 / 6e-2 of max(1, max |expected|)"
+  (cd "$work/empty" && "$work/venv/bin/python" -I - "$art/models/attention" <<'PY'
+import sys, numpy as np
+from pathlib import Path
+from executorch.runtime import Runtime
+bounds = {"float32": 1e-4, "float16": 1e-2, "bfloat16": 6e-2}
+for pte in sorted(Path(sys.argv[1]).glob("*.pte")):
+    data = np.load(str(pte)[:-4] + ".npz")
+    xs, want = [data[f"x{i}"] for i in range(3)], data["expected"]
+    bound = bounds[pte.stem.rsplit("_", 1)[1]]
+    program = Runtime.get().load_program(pte)
+    method = program.load_method()
+    got = [np.asarray(method.execute(xs)[0], dtype=np.float32) for _ in range(3)][-1]  # eager, captured, replayed
+    err = float(np.abs(got - want).max()) / max(1.0, float(np.abs(want).max()))
+    calls = program.metadata("cuda_delegate_calls")
+    print(f"   {pte.name}: {calls} CudaBackend call(s), max |err| {err:.3g} (bound {bound})")
+    assert calls == "1" and got.shape == want.shape and err <= bound, pte
+PY
+  )
+fi
+
 if [[ -d $art/cmake_cuda ]]; then
   echo "== CMake application with a GPU-memory input (the seed's example)"
   cmake -S "$art/cmake_cuda" -B "$work/gpu_app" -DCMAKE_PREFIX_PATH="$("$work/venv/bin/python" -I -m executorch.sysconfig --cmake-dir)" \

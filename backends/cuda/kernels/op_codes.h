@@ -1,15 +1,26 @@
 #pragma once
 
 // Operator codes shared by the delegate's payload checks (CPU) and its kernels (CUDA).
+#include <cstdint>
+
 namespace executorch {
 namespace backends {
 namespace cuda {
 
 constexpr int kMaxOpDims = 8;
+// Attention: head sizes up to this (a lane of a warp holds head_dim / 32 outputs), query rows per
+// block, and queries per head (the grid's second dimension counts blocks of rows).
+constexpr int kMaxAttentionHeadDim = 128;
+constexpr int kAttentionRowsPerBlock = 8;
+constexpr int64_t kMaxAttentionQueries = int64_t{65535} * kAttentionRowsPerBlock;
 
 enum class Unary { Relu, Silu, Gelu, GeluTanh, Sigmoid, Tanh, Neg, Exp, Rsqrt };
 enum class Binary { Add, Sub, Mul, Div };
 enum class Compare { Eq, Ne, Lt, Le, Gt, Ge };
+// The floating element types a kernel converts between (_to_copy).
+enum class FloatType { Float32, Float16, BFloat16 };
+// An attention mask: none, bool (true: attend) or added to the scores.
+enum class AttentionMask { None, Bool, Additive };
 
 }  // namespace cuda
 }  // namespace backends

@@ -121,22 +121,24 @@ __global__ void compare_kernel(Compare op, const T* __restrict__ x, float v, boo
   out[i] = r;
 }
 
-__device__ float load_as_float(const void* p, int type, int64_t i) {
+__device__ float load_as_float(const void* p, FloatType type, int64_t i) {
   switch (type) {
-    case 1: return ld(static_cast<const __half*>(p)[i]);
-    case 2: return ld(static_cast<const __nv_bfloat16*>(p)[i]);
-    default: return static_cast<const float*>(p)[i];
+    case FloatType::Float16: return ld(static_cast<const __half*>(p)[i]);
+    case FloatType::BFloat16: return ld(static_cast<const __nv_bfloat16*>(p)[i]);
+    case FloatType::Float32: break;
   }
+  return static_cast<const float*>(p)[i];
 }
 
-__global__ void cast_kernel(const void* __restrict__ x, int x_type, void* __restrict__ out, int out_type, int64_t n) {
+__global__ void cast_kernel(const void* __restrict__ x, FloatType x_type, void* __restrict__ out, FloatType out_type,
+                            int64_t n) {
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= n) return;
   const float v = load_as_float(x, x_type, i);
   switch (out_type) {
-    case 1: static_cast<__half*>(out)[i] = st<__half>(v); break;
-    case 2: static_cast<__nv_bfloat16*>(out)[i] = st<__nv_bfloat16>(v); break;
-    default: static_cast<float*>(out)[i] = v; break;
+    case FloatType::Float16: static_cast<__half*>(out)[i] = st<__half>(v); break;
+    case FloatType::BFloat16: static_cast<__nv_bfloat16*>(out)[i] = st<__nv_bfloat16>(v); break;
+    case FloatType::Float32: static_cast<float*>(out)[i] = v; break;
   }
 }
 
@@ -186,6 +188,89 @@ __global__ void softmax_kernel(const T* __restrict__ x, T* __restrict__ y, int64
   for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) {
     const float v = ld(xr[j]) - lse;
     yr[j] = st<T>(log ? v : expf(v));
+  }
+}
+
+// Attention: a block takes kAttentionRowsPerBlock query rows of one head, a warp one row. Keys and
+// values pass through shared memory kAttentionKeys at a time; each lane scores one key of a tile,
+// and the row keeps a running maximum, sum and output (online softmax), so scores never reach
+// global memory.
+constexpr int kAttentionKeys = 32;
+constexpr int kAttentionSlots = kMaxAttentionHeadDim / 32;  // output elements per lane
+
+__device__ __forceinline__ float warp_max(float v) {
+  for (int o = 16; o > 0; o /= 2) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+  return v;
+}
+__device__ __forceinline__ float warp_sum(float v) {
+  for (int o = 16; o > 0; o /= 2) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+
+template <typename T>
+__global__ void attention_kernel(const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__ v,
+                                 const void* __restrict__ mask, T* __restrict__ out, AttentionShape s) {
+  extern __shared__ float smem[];
+  const int e_dim = static_cast<int>(s.head_dim), v_dim = static_cast<int>(s.value_dim);
+  float* keys = smem;                                   // [kAttentionKeys][e_dim + 1]: no bank conflicts
+  float* values = keys + kAttentionKeys * (e_dim + 1);  // [kAttentionKeys][v_dim]
+  float* queries = values + kAttentionKeys * v_dim;     // [kAttentionRowsPerBlock][e_dim], scaled
+  const int64_t bh = blockIdx.x, b = bh / s.q_heads, h = bh % s.q_heads;
+  const int64_t kv = b * s.kv_heads + h / (s.q_heads / s.kv_heads);
+  const T* kb = k + kv * s.kv_len * e_dim;
+  const T* vb = v + kv * s.kv_len * v_dim;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int64_t row0 = static_cast<int64_t>(blockIdx.y) * kAttentionRowsPerBlock, i = row0 + warp;
+  const bool active = i < s.q_len;
+  float* qi = queries + warp * e_dim;
+  if (active) {
+    for (int e = lane; e < e_dim; e += 32) qi[e] = ld(q[(bh * s.q_len + i) * e_dim + e]) * s.scale;
+  }
+  const int64_t mask_row = b * s.mask_strides[0] + h * s.mask_strides[1] + i * s.mask_strides[2];
+  float m = -INFINITY, l = 0.f, acc[kAttentionSlots] = {};
+  const int64_t last = s.causal ? min(s.kv_len, row0 + kAttentionRowsPerBlock) : s.kv_len;
+  for (int64_t j0 = 0; j0 < last; j0 += kAttentionKeys) {
+    const int n = static_cast<int>(min(static_cast<int64_t>(kAttentionKeys), last - j0));
+    __syncthreads();  // the previous tile is consumed
+    for (int t = threadIdx.x; t < n * e_dim; t += blockDim.x) {
+      keys[(t / e_dim) * (e_dim + 1) + t % e_dim] = ld(kb[(j0 + t / e_dim) * e_dim + t % e_dim]);
+    }
+    for (int t = threadIdx.x; t < n * v_dim; t += blockDim.x) values[t] = ld(vb[j0 * v_dim + t]);
+    __syncthreads();
+    if (!active) continue;
+    const int64_t j = j0 + lane;
+    float score = -INFINITY;
+    if (lane < n && (!s.causal || j <= i)) {
+      const float* kj = keys + lane * (e_dim + 1);
+      float dot = 0.f;
+      for (int e = 0; e < e_dim; ++e) dot += qi[e] * kj[e];
+      score = dot;
+      const int64_t at = mask_row + j * s.mask_strides[3];
+      if (s.mask == AttentionMask::Bool && !static_cast<const bool*>(mask)[at]) score = -INFINITY;
+      if (s.mask == AttentionMask::Additive) score += ld(static_cast<const T*>(mask)[at]);
+    }
+    const float next = fmaxf(m, warp_max(score));
+    if (next == -INFINITY) continue;  // nothing attended yet (the same for the whole warp)
+    const float keep = expf(m - next);  // 0 while m is -inf
+    const float p = score == -INFINITY ? 0.f : expf(score - next);
+    l = l * keep + warp_sum(p);
+#pragma unroll
+    for (int t = 0; t < kAttentionSlots; ++t) acc[t] *= keep;
+    for (int jj = 0; jj < n; ++jj) {
+      const float pj = __shfl_sync(0xffffffffu, p, jj);
+#pragma unroll
+      for (int t = 0; t < kAttentionSlots; ++t) {
+        const int e = lane + 32 * t;
+        if (e < v_dim) acc[t] += pj * values[jj * v_dim + e];
+      }
+    }
+    m = next;
+  }
+  if (!active) return;
+#pragma unroll
+  for (int t = 0; t < kAttentionSlots; ++t) {
+    const int e = lane + 32 * t;
+    if (e < v_dim) out[(bh * s.q_len + i) * v_dim + e] = st<T>(l > 0.f ? acc[t] / l : 0.f);
   }
 }
 
@@ -347,7 +432,7 @@ cudaError_t launch_compare_scalar(Compare op, const T* x, float scalar, bool* ou
   return cudaGetLastError();
 }
 
-cudaError_t launch_cast(const void* x, int x_type, void* out, int out_type, int64_t n, cudaStream_t stream) {
+cudaError_t launch_cast(const void* x, FloatType x_type, void* out, FloatType out_type, int64_t n, cudaStream_t stream) {
   if (n == 0) return cudaSuccess;
   cast_kernel<<<blocks_for(n), kThreads, 0, stream>>>(x, x_type, out, out_type, n);
   return cudaGetLastError();
@@ -378,6 +463,24 @@ template <typename T>
 cudaError_t launch_softmax(const T* x, T* y, int64_t rows, int64_t cols, bool log, cudaStream_t stream) {
   if (rows == 0 || cols == 0) return cudaSuccess;
   softmax_kernel<<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(x, y, cols, log);
+  return cudaGetLastError();
+}
+
+template <typename T>
+cudaError_t launch_attention(const T* q, const T* k, const T* v, const void* mask, T* out, const AttentionShape& s,
+                             cudaStream_t stream) {
+  const int64_t heads = s.batch * s.q_heads;
+  if (heads == 0 || s.q_len == 0 || s.value_dim == 0) return cudaSuccess;
+  if (s.head_dim > kMaxAttentionHeadDim || s.value_dim > kMaxAttentionHeadDim || s.q_len > kMaxAttentionQueries ||
+      s.kv_heads <= 0 || s.q_heads % s.kv_heads != 0 || heads > INT32_MAX) {
+    return cudaErrorInvalidValue;
+  }
+  const dim3 grid(static_cast<unsigned>(heads),
+                  static_cast<unsigned>((s.q_len + kAttentionRowsPerBlock - 1) / kAttentionRowsPerBlock));
+  const size_t shared = sizeof(float) * static_cast<size_t>(kAttentionKeys * (s.head_dim + 1) +
+                                                            kAttentionKeys * s.value_dim +
+                                                            kAttentionRowsPerBlock * s.head_dim);
+  attention_kernel<<<grid, kAttentionRowsPerBlock * 32, shared, stream>>>(q, k, v, mask, out, s);
   return cudaGetLastError();
 }
 
@@ -461,6 +564,8 @@ cudaError_t launch_row_reduce(const T* x, T* y, int64_t rows, int64_t cols, bool
   template cudaError_t launch_embedding<T>(const T*, const void*, bool, T*, int64_t, int64_t, int64_t, int*,          \
                                            cudaStream_t);                                                               \
   template cudaError_t launch_softmax<T>(const T*, T*, int64_t, int64_t, bool, cudaStream_t);                           \
+  template cudaError_t launch_attention<T>(const T*, const T*, const T*, const void*, T*, const AttentionShape&,       \
+                                           cudaStream_t);                                                               \
   template cudaError_t launch_layer_norm<T>(const T*, const T*, const T*, float, T*, T*, T*, int64_t, int64_t,         \
                                             cudaStream_t);                                                              \
   template cudaError_t launch_im2col<T>(const T*, T*, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,  \

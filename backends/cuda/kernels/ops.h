@@ -41,8 +41,8 @@ cudaError_t launch_where(const bool* cond, const T* a, const T* b, T* out, int64
 // out[i] = x[i] (op) scalar, bool out.
 template <typename T>
 cudaError_t launch_compare_scalar(Compare op, const T* x, float scalar, bool* out, int64_t n, cudaStream_t stream);
-// out[i] = x[i] converted between float types (0: float32, 1: float16, 2: bfloat16).
-cudaError_t launch_cast(const void* x, int x_type, void* out, int out_type, int64_t n, cudaStream_t stream);
+// out[i] = x[i] converted between floating element types.
+cudaError_t launch_cast(const void* x, FloatType x_type, void* out, FloatType out_type, int64_t n, cudaStream_t stream);
 cudaError_t launch_logical_not(const bool* x, bool* out, int64_t n, cudaStream_t stream);
 // y[r] = any of the `cols` contiguous elements of row r.
 cudaError_t launch_row_any(const bool* x, bool* y, int64_t rows, int64_t cols, cudaStream_t stream);
@@ -54,6 +54,22 @@ cudaError_t launch_embedding(const T* weight, const void* indices, bool int32_in
 // Softmax (or log-softmax) over the last dimension of rows x cols.
 template <typename T>
 cudaError_t launch_softmax(const T* x, T* y, int64_t rows, int64_t cols, bool log, cudaStream_t stream);
+// Scaled dot-product attention over `batch` x `q_heads` heads: query [q_len, head_dim] per head,
+// key [kv_len, head_dim] and value [kv_len, value_dim] per key/value head (query head h reads
+// key/value head h / (q_heads / kv_heads)), out [q_len, value_dim] per head; all contiguous.
+// mask: None, bool (true: attend) or additive (of T), element (b, h, i, j) at
+// b * mask_strides[0] + h * mask_strides[1] + i * mask_strides[2] + j * mask_strides[3].
+// head_dim and value_dim are at most kMaxAttentionHeadDim; q_len at most kMaxAttentionQueries.
+struct AttentionShape {
+  int64_t batch, q_heads, kv_heads, q_len, kv_len, head_dim, value_dim;
+  float scale;
+  bool causal;  // key j hidden from query i where j > i
+  AttentionMask mask;
+  int64_t mask_strides[4];
+};
+template <typename T>
+cudaError_t launch_attention(const T* q, const T* k, const T* v, const void* mask, T* out, const AttentionShape& s,
+                             cudaStream_t stream);
 // Layer norm over the last `cols` elements of each row, optional weight and bias.
 template <typename T>
 cudaError_t launch_layer_norm(const T* x, const T* weight, const T* bias, float eps, T* y, T* mean, T* rstd,

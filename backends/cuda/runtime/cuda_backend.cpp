@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <algorithm>
+#include <initializer_list>
 #include <memory>
 #include <new>
 #include <string>
@@ -165,6 +166,22 @@ T* ptr(EValue* v) { return static_cast<T*>(v->to_tensor().mutable_data_ptr()); }
 char* bytes(EValue* v) { return static_cast<char*>(v->to_tensor().mutable_data_ptr()); }
 bool* bp(EValue* v) { return v->to_tensor().data_ptr<bool>(); }
 
+// The output shape and each operand's strides for the broadcasting kernels: operands a, b and,
+// for where, c (the condition); a null operand (a scalar) keeps zero strides.
+Error make_broadcast(const Tensor& out, std::initializer_list<const Tensor*> operands, const char* name,
+                     Broadcast* shape) {
+  *shape = Broadcast{out.dim(), {}, {}, {}, {}};
+  for (int d = 0; d < out.dim(); ++d) shape->out_sizes[d] = out.size(d);
+  int64_t* strides[] = {shape->a_strides, shape->b_strides, shape->c_strides};
+  size_t i = 0;
+  for (const Tensor* t : operands) {
+    ET_CHECK_OR_RETURN(t == nullptr || broadcast_strides(*t, out.dim(), out.sizes(), strides[i]),
+                       Error::InvalidArgument, "%s: %s shapes do not broadcast", kCudaBackendName, name);
+    ++i;
+  }
+  return Error::Ok;
+}
+
 // im2col buffers above this hold fewer images per GEMM.
 constexpr size_t kConvScratchBytes = size_t{256} << 20;
 
@@ -264,19 +281,11 @@ Error run_typed(const Op& op, void* index_error, cudaStream_t stream) {
       const Tensor& o = out->to_tensor();
       const Tensor& x = a[0]->to_tensor();
       const float alpha = a.size() == 4 ? static_cast<float>(a[2]->scalar_as_double()) : 1.f;
-      Broadcast shape{o.dim(), {}, {}, {}, {}};
-      for (int d = 0; d < o.dim(); ++d) shape.out_sizes[d] = o.size(d);
-      ET_CHECK_OR_RETURN(broadcast_strides(x, o.dim(), o.sizes(), shape.a_strides), Error::InvalidArgument,
-                         "%s: %s shapes do not broadcast", kCudaBackendName, name);
-      const T* b = nullptr;
-      float scalar = 0.f;
-      if (a[1]->is_tensor()) {
-        ET_CHECK_OR_RETURN(broadcast_strides(a[1]->to_tensor(), o.dim(), o.sizes(), shape.b_strides),
-                           Error::InvalidArgument, "%s: %s shapes do not broadcast", kCudaBackendName, name);
-        b = ptr<T>(a[1]);
-      } else {
-        scalar = static_cast<float>(a[1]->scalar_as_double());
-      }
+      const bool tensor_b = a[1]->is_tensor();
+      Broadcast shape;
+      ET_TRY(make_broadcast(o, {&x, tensor_b ? &a[1]->to_tensor() : nullptr}, name, &shape));
+      const T* b = tensor_b ? ptr<T>(a[1]) : nullptr;
+      const float scalar = tensor_b ? 0.f : static_cast<float>(a[1]->scalar_as_double());
       status = launch_binary(op.plan.binary, ptr<T>(a[0]), b, scalar, alpha, ptr<T>(out), o.numel(), shape, stream);
       break;
     }
@@ -391,7 +400,11 @@ Error run_typed(const Op& op, void* index_error, cudaStream_t stream) {
       break;
     case OpKind::Cast: {
       auto code = [](const Tensor& t) {
-        return t.scalar_type() == runtime::ScalarType::Half ? 1 : t.scalar_type() == runtime::ScalarType::BFloat16 ? 2 : 0;
+        switch (t.scalar_type()) {
+          case runtime::ScalarType::Half: return FloatType::Float16;
+          case runtime::ScalarType::BFloat16: return FloatType::BFloat16;
+          default: return FloatType::Float32;  // plan_op admits float types only
+        }
       };
       const Tensor &x = a[0]->to_tensor(), &o = a[7]->to_tensor();
       status = launch_cast(x.const_data_ptr(), code(x), o.mutable_data_ptr(), code(o), x.numel(), stream);
@@ -408,13 +421,19 @@ Error run_typed(const Op& op, void* index_error, cudaStream_t stream) {
     }
     case OpKind::Where: {
       const Tensor& o = a[3]->to_tensor();
-      Broadcast shape{o.dim(), {}, {}, {}, {}};
-      for (int d = 0; d < o.dim(); ++d) shape.out_sizes[d] = o.size(d);
-      ET_CHECK_OR_RETURN(broadcast_strides(a[0]->to_tensor(), o.dim(), o.sizes(), shape.c_strides) &&
-                             broadcast_strides(a[1]->to_tensor(), o.dim(), o.sizes(), shape.a_strides) &&
-                             broadcast_strides(a[2]->to_tensor(), o.dim(), o.sizes(), shape.b_strides),
-                         Error::InvalidArgument, "%s: %s shapes do not broadcast", kCudaBackendName, name);
+      Broadcast shape;
+      ET_TRY(make_broadcast(o, {&a[1]->to_tensor(), &a[2]->to_tensor(), &a[0]->to_tensor()}, name, &shape));
       status = launch_where(bp(a[0]), ptr<T>(a[1]), ptr<T>(a[2]), ptr<T>(a[3]), o.numel(), shape, stream);
+      break;
+    }
+    case OpKind::Attention: {
+      const int64_t* v = op.plan.ints;
+      const float scale = a[6]->is_none() ? 1.f / std::sqrt(static_cast<float>(std::max<int64_t>(v[5], 1)))
+                                          : static_cast<float>(a[6]->scalar_as_double());
+      const AttentionShape shape{v[0], v[1], v[2], v[3], v[4], v[5], v[6], scale, v[7] != 0,
+                                 static_cast<AttentionMask>(v[8]), {v[9], v[10], v[11], v[12]}};
+      const void* mask = a[3]->is_tensor() ? a[3]->to_tensor().const_data_ptr() : nullptr;
+      status = launch_attention(ptr<T>(a[0]), ptr<T>(a[1]), ptr<T>(a[2]), mask, ptr<T>(a[8]), shape, stream);
       break;
     }
     case OpKind::Embedding: {

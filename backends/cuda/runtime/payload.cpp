@@ -120,6 +120,7 @@ bool classify(const std::string& name, OpPlan* op) {
       {"aten::avg_pool2d", OpKind::AvgPool},
       {"aten::mean.dim", OpKind::Mean},
       {"executorch::int8_linear", OpKind::Int8Linear},
+      {"aten::scaled_dot_product_attention", OpKind::Attention},
   };
   for (const auto& u : unary) {
     if (name == u.name) return op->kind = OpKind::Unary, op->unary = u.op, true;
@@ -288,24 +289,48 @@ Error plan_int8_linear(Span<EValue*> a, const char* op, OpPlan* plan) {
   return Error::Ok;
 }
 
-}  // namespace
-
-bool broadcast_strides(const Tensor& t, int out_rank, const int64_t* out_sizes, int64_t* strides) {
-  const int shift = out_rank - t.dim();
-  if (shift < 0) return false;
-  int64_t stride = 1;
-  for (int d = out_rank - 1; d >= 0; --d) {
-    if (d < shift) {
-      strides[d] = 0;
-      continue;
-    }
-    const int64_t size = t.size(d - shift);
-    if (size != out_sizes[d] && size != 1) return false;
-    strides[d] = size == 1 ? 0 : stride;
-    stride *= size;
-  }
-  return true;
+// scaled_dot_product_attention(query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa,
+// out) on 3-D ([heads, L, E]) or 4-D ([batch, heads, L, E]) tensors; the mask is bool or of the
+// query's dtype and broadcasts to [batch, heads, L, S].
+Error plan_attention(Span<EValue*> a, const char* op, OpPlan* plan) {
+  PAYLOAD_CHECK(a.size() == 9, "%s %s: %zu arguments", kCudaBackendName, op, a.size());
+  for (size_t i : {0, 1, 2, 8}) ET_TRY(need_float(a[i], op, i));
+  ET_TRY(need_number(a[4], op, 4));
+  PAYLOAD_CHECK(a[4]->scalar_as_double() == 0.0 && a[5]->is_bool() && a[7]->is_bool() &&
+                    (a[6]->is_none() || a[6]->is_double() || a[6]->is_int()),
+                "%s %s: dropout_p must be 0, is_causal and enable_gqa bools, scale None or a number", kCudaBackendName,
+                op);
+  const Tensor &q = a[0]->to_tensor(), &k = a[1]->to_tensor(), &v = a[2]->to_tensor(), &o = a[8]->to_tensor();
+  const int r = q.dim();
+  PAYLOAD_CHECK((r == 3 || r == 4) && k.dim() == r && v.dim() == r && o.dim() == r,
+                "%s %s: query, key, value and output must all be 3-D or 4-D", kCudaBackendName, op);
+  int64_t* s = plan->ints;
+  s[0] = r == 4 ? q.size(0) : 1, s[1] = q.size(r - 3), s[2] = k.size(r - 3), s[3] = q.size(r - 2), s[4] = k.size(r - 2),
+  s[5] = q.size(r - 1), s[6] = v.size(r - 1), s[7] = a[5]->to_bool();
+  PAYLOAD_CHECK((r == 3 || (k.size(0) == s[0] && v.size(0) == s[0] && o.size(0) == s[0])) && v.size(r - 3) == s[2] &&
+                    v.size(r - 2) == s[4] && k.size(r - 1) == s[5] && o.size(r - 3) == s[1] && o.size(r - 2) == s[3] &&
+                    o.size(r - 1) == s[6],
+                "%s %s: the shapes of query, key, value and output disagree", kCudaBackendName, op);
+  PAYLOAD_CHECK(a[7]->to_bool() ? s[2] > 0 && s[1] % s[2] == 0 : s[1] == s[2],
+                "%s %s: %lld query heads for %lld key/value heads", kCudaBackendName, op, static_cast<long long>(s[1]),
+                static_cast<long long>(s[2]));
+  PAYLOAD_CHECK(s[5] <= kMaxAttentionHeadDim && s[6] <= kMaxAttentionHeadDim && s[3] <= kMaxAttentionQueries,
+                "%s %s: head sizes up to %d and up to %lld queries", kCudaBackendName, op, kMaxAttentionHeadDim,
+                static_cast<long long>(kMaxAttentionQueries));
+  s[8] = static_cast<int64_t>(AttentionMask::None);
+  if (a[3]->is_none()) return Error::Ok;
+  PAYLOAD_CHECK(!s[7] && (is_bool(a[3]) || is_float(a[3])),
+                "%s %s: attn_mask must be a bool or floating tensor, and not combined with is_causal", kCudaBackendName,
+                op);
+  const Tensor& m = a[3]->to_tensor();
+  const int64_t scores[4] = {s[0], s[1], s[3], s[4]};
+  PAYLOAD_CHECK(m.dim() <= r && runtime::broadcast_strides(m, 4, scores, &s[9]),
+                "%s %s: attn_mask does not broadcast to the scores", kCudaBackendName, op);
+  s[8] = static_cast<int64_t>(is_bool(a[3]) ? AttentionMask::Bool : AttentionMask::Additive);
+  return Error::Ok;
 }
+
+}  // namespace
 
 Error plan_op(const char* name, Span<EValue*> a, OpPlan* plan) {
   ET_CHECK_OR_RETURN(classify(name, plan), Error::NotSupported, "%s does not implement %s", kCudaBackendName, name);
@@ -472,6 +497,8 @@ Error plan_op(const char* name, Span<EValue*> a, OpPlan* plan) {
       return plan_mean(a, name);
     case OpKind::Int8Linear:
       return plan_int8_linear(a, name, plan);
+    case OpKind::Attention:
+      return plan_attention(a, name, plan);
   }
   return Error::Ok;
 }

@@ -17,12 +17,14 @@ namespace cuda {
 
 enum class OpKind {
   Addmm, Mm, Bmm, Unary, Binary, Softmax, LogSoftmax, LayerNorm, Copy, Permute, Expand, Split, Conv, BatchNorm,
-  MaxPool, AvgPool, Mean, Compare, LogicalNot, Any, Where, Embedding, Cast, Int8Linear
+  MaxPool, AvgPool, Mean, Compare, LogicalNot, Any, Where, Embedding, Cast, Int8Linear, Attention
 };
 
 // One checked instruction. Conv: ints = n, c, h, w, oc, kh, kw, stride h/w, pad h/w, dilation h/w,
 // groups, oh, ow. Pools: ints = kh, kw, sh, sw, ph, pw, dh, dw, count_include_pad. Int8Linear:
-// ints = rows, out features, in features.
+// ints = rows, out features, in features. Attention: ints = batch, query heads, key/value heads,
+// query length, key length, head size, value size, is_causal, mask kind (AttentionMask), the mask's
+// four strides.
 struct OpPlan {
   OpKind kind = OpKind::Copy;
   Unary unary = Unary::Relu;
@@ -32,10 +34,6 @@ struct OpPlan {
   runtime::ScalarType dtype = runtime::ScalarType::Float;
   int64_t ints[16] = {};
 };
-
-// Element strides of `t` read as the broadcast operand of an output of `out_rank` dimensions and
-// `out_sizes` (0 where broadcast); false where `t` does not broadcast to it.
-bool broadcast_strides(const runtime::Tensor& t, int out_rank, const int64_t* out_sizes, int64_t* strides);
 
 // Checks kernel call `name` with `args` (ATen schema order, outputs last) and fills `plan`.
 runtime::Error plan_op(const char* name, runtime::Span<runtime::EValue*> args, OpPlan* plan);

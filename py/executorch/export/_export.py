@@ -10,23 +10,23 @@ from typing import Any, Sequence
 
 import torch
 
+from executorch.export import _dtypes
 from executorch.export._errors import ExportError, UnsupportedOperatorError
 from executorch.export._planner import Allocation, plan
 from executorch.export._quantize import quantize_linear_int8
 from executorch.serialization.pte import KernelCall, Plan, ProgramSpec, TensorSpec, Value, serialize
 
-# PyTorch's ScalarType codes, which the program format uses.
 DTYPE_CODES = {
-    torch.uint8: 0,
-    torch.int8: 1,
-    torch.int16: 2,
-    torch.int32: 3,
-    torch.int64: 4,
-    torch.float16: 5,
-    torch.float32: 6,
-    torch.float64: 7,
-    torch.bool: 11,
-    torch.bfloat16: 15,
+    torch.uint8: _dtypes.UINT8,
+    torch.int8: _dtypes.INT8,
+    torch.int16: _dtypes.INT16,
+    torch.int32: _dtypes.INT32,
+    torch.int64: _dtypes.INT64,
+    torch.float16: _dtypes.FLOAT16,
+    torch.float32: _dtypes.FLOAT32,
+    torch.float64: _dtypes.FLOAT64,
+    torch.bool: _dtypes.BOOL,
+    torch.bfloat16: _dtypes.BFLOAT16,
 }
 
 # Ops that only restate their input in a functional graph.
@@ -163,6 +163,20 @@ class _Lowering:
             self.op_index[key] = len(self.plan.operators)
             self.plan.operators.append(key)
         return self.op_index[key], full
+
+
+# Operators with a kernel of their own (CPU and CUDA) that torch's decompositions would otherwise
+# lower to matrix products and softmax.
+_KEPT_WHOLE = (torch.ops.aten.scaled_dot_product_attention.default,)
+
+
+def _decompositions() -> Any:
+    """torch's default decomposition table, less the operators in _KEPT_WHOLE."""
+    table = torch.export.default_decompositions()
+    for op in _KEPT_WHOLE:
+        if op in table:
+            del table[op]
+    return table
 
 
 def _schema_args(node: torch.fx.Node) -> list[Any]:
@@ -351,7 +365,7 @@ def export(
             ep = torch.export.export(module, tuple(example_inputs))
         except Exception as e:  # torch's own message says what could not be traced
             raise ExportError(f"torch.export could not capture the module: {e}") from e
-        ep = ep.run_decompositions()
+        ep = ep.run_decompositions(_decompositions())
     plan_, constants = _lower(ep, method_name, set(supported_operators()))
     segments = [constants]
     meta = {"producer": "executorch.export", "torch_version": torch.__version__, **(metadata or {})}

@@ -9,11 +9,11 @@ without a copy on the CPU side; such inputs are marked as device tensors in the 
 
 from __future__ import annotations
 
+from executorch.export._dtypes import BFLOAT16, BOOL, FLOAT16, FLOAT32, INT8, INT32, INT64, nbytes
 from executorch.export._planner import Allocation, plan
 from executorch.serialization.pte import Delegate, DelegateCall, KernelCall, Plan, ProgramSpec, TensorSpec, Value, serialize
 
 BACKEND_ID = "CudaBackend"
-INT8, FLOAT32, INT32, INT64, BOOL, FLOAT16, BFLOAT16 = 1, 6, 3, 4, 11, 5, 15
 FLOATING = {FLOAT32, FLOAT16, BFLOAT16}
 
 # What backends/cuda/runtime/payload.cpp (classify) implements, on floating tensors of one dtype
@@ -27,10 +27,12 @@ CUDA_OPERATORS = {
     "aten::add.Scalar", "aten::addmm", "aten::mm", "aten::_softmax", "aten::_log_softmax", "aten::native_layer_norm",
     "aten::view", "aten::_unsafe_view", "aten::clone", "aten::unsqueeze", "aten::squeeze.dims", "aten::squeeze.dim",
     "aten::permute", "aten::convolution", "aten::_native_batch_norm_legit_no_training", "aten::max_pool2d_with_indices",
-    "aten::avg_pool2d", "aten::mean.dim", "executorch::int8_linear",
+    "aten::avg_pool2d", "aten::mean.dim", "executorch::int8_linear", "aten::scaled_dot_product_attention",
 }
 MAX_DIMS = 8
 MAX_INT8_DEPTH = (1 << 31) // (127 * 127) // 4 * 4  # int32 sums of int8 products stay exact
+MAX_ATTENTION_HEAD_DIM = 128  # kMaxAttentionHeadDim
+MAX_ATTENTION_QUERIES = 65535 * 8  # kMaxAttentionQueries
 
 # Argument positions (outputs count from the end as -1) whose tensors may have other dtypes.
 _OTHER_DTYPES: dict[str, dict[int, set[int]]] = {
@@ -40,6 +42,7 @@ _OTHER_DTYPES: dict[str, dict[int, set[int]]] = {
     "aten::logical_not": {0: {BOOL}, -1: {BOOL}},
     "aten::any.dim": {0: {BOOL}, -1: {BOOL}},
     "aten::where.self": {0: {BOOL}},
+    "aten::scaled_dot_product_attention": {3: FLOATING | {BOOL}},
     **{f"aten::{c}.Scalar": {-1: {BOOL}} for c in ("eq", "ne", "lt", "le", "gt", "ge")},
 }
 
@@ -82,6 +85,8 @@ def supported(p: Plan, ins: KernelCall) -> bool:
     if name == "executorch::int8_linear":  # float32 activations; packed groups of 4 int8 values
         k = p.values[ins.args[1]].payload.sizes[-1]
         return floating == {FLOAT32} and k % 4 == 0 and k <= MAX_INT8_DEPTH
+    if name == "aten::scaled_dot_product_attention":
+        return _attention_supported(p, ins)
     if name == "aten::any.dim":
         rank = len(p.values[ins.args[0]].payload.sizes)
         return rank > 0 and p.values[ins.args[1]].payload in (-1, rank - 1)
@@ -112,6 +117,18 @@ def supported(p: Plan, ins: KernelCall) -> bool:
         return other.kind in ("tensor", "int", "double")
     return True
 
+
+
+def _attention_supported(p: Plan, ins: KernelCall) -> bool:
+    """3-D or 4-D, no dropout, head sizes and query counts the kernel takes, mask or causal."""
+    q, k, v = (p.values[a].payload.sizes for a in ins.args[:3])
+    mask, dropout, causal = (p.values[a] for a in ins.args[3:6])
+    rank = len(q)
+    if rank not in (3, 4) or len(k) != rank or len(v) != rank or dropout.payload != 0:
+        return False
+    if mask.kind == "tensor" and (causal.payload or len(mask.payload.sizes) > rank):
+        return False
+    return q[-1] <= MAX_ATTENTION_HEAD_DIM and v[-1] <= MAX_ATTENTION_HEAD_DIM and q[-2] <= MAX_ATTENTION_QUERIES
 
 def _runs(p: Plan) -> list[tuple[int, int]]:
     runs, start = [], None
@@ -162,18 +179,18 @@ def _subprogram(p: Plan, constants: bytes, lo: int, hi: int) -> tuple[bytes, lis
         v = p.values[i]
         if v.kind == "tensor":
             t: TensorSpec = v.payload
-            nbytes = _nbytes(t)
+            tensor_bytes = nbytes(t.dtype, t.sizes)
             if t.data_segment >= 0:
                 offset = (len(blob) + 15) // 16 * 16
                 blob.extend(b"\0" * (offset - len(blob)))
-                blob.extend(constants[t.data_offset:t.data_offset + nbytes])
+                blob.extend(constants[t.data_offset:t.data_offset + tensor_bytes])
                 spec = TensorSpec(dtype=t.dtype, sizes=list(t.sizes), data_segment=0, data_offset=offset)
             else:
                 spec = TensorSpec(dtype=t.dtype, sizes=list(t.sizes), mem_id=0)
             sub.values.append(Value("tensor", spec))
             new = len(sub.values) - 1
             if t.data_segment < 0:
-                lifetimes[new] = Allocation(size=nbytes, first_use=step, last_use=step)
+                lifetimes[new] = Allocation(size=tensor_bytes, first_use=step, last_use=step)
         elif v.kind == "tensor_list":
             items = [copy(j, step) for j in v.payload]
             sub.values.append(Value("tensor_list", items))
@@ -204,13 +221,6 @@ def _subprogram(p: Plan, constants: bytes, lo: int, hi: int) -> tuple[bytes, lis
     return payload, inputs, outputs
 
 
-def _nbytes(t: TensorSpec) -> int:
-    size = {0: 1, 1: 1, 2: 2, 3: 4, 4: 8, 5: 2, 6: 4, 7: 8, 11: 1, 15: 2}[t.dtype]
-    for s in t.sizes:
-        size *= s
-    return size
-
-
 def _drop_unused_constants(p: Plan, constants: bytes) -> bytes:
     """The constant segment holding only what `p` still reads; offsets in `p` are updated."""
     used: set[int] = set(p.outputs)
@@ -229,7 +239,7 @@ def _drop_unused_constants(p: Plan, constants: bytes) -> bytes:
             continue
         offset = (len(blob) + 15) // 16 * 16
         blob.extend(b"\0" * (offset - len(blob)))
-        blob.extend(constants[t.data_offset:t.data_offset + _nbytes(t)])
+        blob.extend(constants[t.data_offset:t.data_offset + nbytes(t.dtype, t.sizes)])
         t.data_offset = offset
     return bytes(blob)
 
