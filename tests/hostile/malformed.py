@@ -237,6 +237,28 @@ def _unknown_operator(spec: ProgramSpec) -> bool:
     return bool(calls)
 
 
+def _attention_edit(name: str, edit: Callable[[KernelCall, ProgramSpec], None]) -> None:
+    """Registers a mutation of the first scaled_dot_product_attention call (the encoder and the
+    language model have one)."""
+    def mutate(spec: ProgramSpec) -> bool:
+        plan = _plan(spec)
+        for ins in _kernel_calls(spec):
+            if plan.operators[ins.op_index][0] == "aten::scaled_dot_product_attention":
+                edit(ins, spec)
+                return True
+        return False
+    PROGRAM_MUTATIONS[name] = mutate
+
+
+def _set_value(spec: ProgramSpec, index: int, value: Value) -> None:
+    _plan(spec).values[index] = value
+
+
+# Training-only dropout, and the query replaced by the (None) scale: the kernels check both.
+_attention_edit("attention_dropout", lambda k, s: _set_value(s, k.args[4], Value("double", 0.5)))
+_attention_edit("attention_query_is_none", lambda k, s: k.args.__setitem__(0, k.args[6]))
+
+
 @mutation("tensor_list_item_past_end")
 def _tensor_list_past_end(spec: ProgramSpec) -> bool:
     for v in _plan(spec).values:
@@ -320,7 +342,8 @@ PAYLOAD_MUTATIONS = ("input_index_past_end", "duplicate_input", "output_index_pa
                      "scalar_argument_is_a_string", "unknown_operator", "kernel_arg_past_end", "kernel_args_missing",
                      "op_index_past_end", "mem_offset_past_buffer", "planned_buffer_too_small",
                      "planned_buffer_exabytes", "data_offset_past_segment", "constant_larger_than_its_bytes",
-                     "size_overflows", "seventeen_dims", "dtype_unknown", "dtype_bytes_disagree")
+                     "size_overflows", "seventeen_dims", "dtype_unknown", "dtype_bytes_disagree",
+                     "attention_dropout", "attention_query_is_none")
 
 
 def _payload_lie(inner: Mutation) -> Mutation:
