@@ -93,6 +93,8 @@ Error scaled_dot_product_attention(KernelRuntimeContext&, Args args) {
   const float* kd = k->data_ptr<float>();
   const float* vd = v->data_ptr<float>();
   float* od = out->data_ptr<float>();
+  const bool* bool_mask = mask && mask->scalar_type() == ScalarType::Bool ? mask->data_ptr<bool>() : nullptr;
+  const float* added_mask = mask && !bool_mask ? mask->data_ptr<float>() : nullptr;
   const int64_t group = s.kv_heads ? s.q_heads / s.kv_heads : 1;
   const int64_t rows = s.batch * s.q_heads * s.q_len;
   const int r = s.rank;
@@ -115,14 +117,9 @@ Error scaled_dot_product_attention(KernelRuntimeContext&, Args args) {
         float dot = 0.f;
         for (int64_t e = 0; e < s.head_dim; ++e) dot += qi[e] * kb[j * s.head_dim + e];
         float score = dot * static_cast<float>(scale);
-        if (mask) {
-          const int64_t at = mask_row + j * mask_strides[r - 1];
-          if (mask->scalar_type() == ScalarType::Bool) {
-            if (!mask->data_ptr<bool>()[at]) score = -std::numeric_limits<float>::infinity();
-          } else {
-            score += mask->data_ptr<float>()[at];
-          }
-        }
+        const int64_t at = mask_row + j * mask_strides[r - 1];
+        if (bool_mask && !bool_mask[at]) score = -std::numeric_limits<float>::infinity();
+        if (added_mask) score += added_mask[at];
         p[static_cast<size_t>(j)] = score;
         mx = std::max(mx, score);
       }

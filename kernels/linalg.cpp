@@ -99,6 +99,9 @@ Error addmm(KernelRuntimeContext&, Args args) {
 // (docs/program_format.md states the arithmetic, which CudaBackend's kernels share):
 //   s = max|x_row| / 127, q = clamp(round_half_even(x * (127 / max|x_row|)), -127, 127)
 //   out = float(sum q * weight_row) * s * scale[n] (+ bias[n])
+// int32 sums of k products of int8 values stay exact up to this depth.
+constexpr int64_t kMaxInt8Depth = (int64_t{1} << 31) / (127 * 127);
+
 Error int8_linear(KernelRuntimeContext&, Args args) {
   const char* op = "executorch::int8_linear";
   ET_TRY(check_count(args, 5, op));
@@ -114,10 +117,9 @@ Error int8_linear(KernelRuntimeContext&, Args args) {
   ET_TRY(check_dtype(*out, ScalarType::Float, op, "output"));
   KCHECK(w->dim() == 2 && x->dim() >= 1, "%s: weight must be 2-D and input at least 1-D", op);
   const int64_t n = w->size(0), k = w->size(1);
-  // int32 sums of k products of int8 values stay exact below this depth.
-  KCHECK(k > 0 && k <= (int64_t{1} << 31) / (127 * 127) && x->size(x->dim() - 1) == k,
+  KCHECK(k > 0 && k <= kMaxInt8Depth && x->size(x->dim() - 1) == k,
          "%s: input has %lld features, the weight %lld (at most %lld)", op, static_cast<long long>(x->size(x->dim() - 1)),
-         static_cast<long long>(k), static_cast<long long>((int64_t{1} << 31) / (127 * 127)));
+         static_cast<long long>(k), static_cast<long long>(kMaxInt8Depth));
   KCHECK(scale->numel() == n, "%s: %lld scales for %lld output features", op, static_cast<long long>(scale->numel()),
          static_cast<long long>(n));
   if (bias) {

@@ -118,7 +118,6 @@ def supported(p: Plan, ins: KernelCall) -> bool:
     return True
 
 
-
 def _attention_supported(p: Plan, ins: KernelCall) -> bool:
     """3-D or 4-D, no dropout, head sizes and query counts the kernel takes, mask or causal."""
     q, k, v = (p.values[a].payload.sizes for a in ins.args[:3])
@@ -129,6 +128,7 @@ def _attention_supported(p: Plan, ins: KernelCall) -> bool:
     if mask.kind == "tensor" and (causal.payload or len(mask.payload.sizes) > rank):
         return False
     return q[-1] <= MAX_ATTENTION_HEAD_DIM and v[-1] <= MAX_ATTENTION_HEAD_DIM and q[-2] <= MAX_ATTENTION_QUERIES
+
 
 def _runs(p: Plan) -> list[tuple[int, int]]:
     runs, start = [], None
