@@ -1,4 +1,4 @@
-// 2-D convolution (im2col + sgemm, with groups, stride, padding, dilation) and pooling.
+// 1-D and 2-D convolution (im2col + sgemm; transposed through col2im; depthwise directly) and pooling.
 #include <algorithm>
 #include <cfloat>
 #include <vector>
@@ -35,7 +35,54 @@ Error check_out4(const Tensor& out, int64_t n, int64_t c, int64_t h, int64_t w, 
   return Error::Ok;
 }
 
-// convolution(input, weight, bias?, stride, padding, dilation, transposed, output_padding, groups)
+// Spatial parameters of a 1-D or 2-D convolution as two (height, width) entries: a 1-D list
+// describes the width of a height-1 image.
+Error conv_pair_at(Args args, size_t i, const char* op, const char* what, int64_t fallback, bool one_d, int64_t out[2]) {
+  ET_TRY(pair_at(args, i, op, what, fallback, out));
+  if (one_d) out[0] = fallback == 1 ? 1 : 0;
+  return Error::Ok;
+}
+
+// Depthwise (one input channel per group): each output channel is a small stencil over its input
+// plane, computed directly rather than through im2col and a GEMM of depth kh * kw.
+void depthwise(const float* x, const float* wt, const float* bias, float* y, int64_t n, int64_t c, int64_t h,
+               int64_t wd, int64_t oc, int64_t kh, int64_t kw, int64_t oh, int64_t ow, const int64_t* stride,
+               const int64_t* pad, const int64_t* dil) {
+  const int64_t mult = oc / c;
+  extension::threadpool::parallel_for(0, n * oc, 1, [&](int64_t p0, int64_t p1) {
+    for (int64_t p = p0; p < p1; ++p) {
+      const int64_t b = p / oc, o = p % oc;
+      const float* xp = x + (b * c + o / mult) * h * wd;
+      const float* wp = wt + o * kh * kw;
+      float* yp = y + p * oh * ow;
+      const float b0 = bias ? bias[o] : 0.f;
+      for (int64_t i = 0; i < oh * ow; ++i) yp[i] = b0;
+      for (int64_t ky = 0; ky < kh; ++ky) {
+        for (int64_t kx = 0; kx < kw; ++kx) {
+          const float wv = wp[ky * kw + kx];
+          // Output columns whose input column lies inside the image.
+          const int64_t off = kx * dil[1] - pad[1];
+          const int64_t x_lo = off >= 0 ? 0 : (-off + stride[1] - 1) / stride[1];
+          const int64_t x_hi = wd - off <= 0 ? 0 : std::min(ow, (wd - off + stride[1] - 1) / stride[1]);
+          for (int64_t oy = 0; oy < oh; ++oy) {
+            const int64_t iy = oy * stride[0] - pad[0] + ky * dil[0];
+            if (iy < 0 || iy >= h) continue;
+            const float* row = xp + iy * wd + off;
+            float* out = yp + oy * ow;
+            if (stride[1] == 1) {
+              for (int64_t ox = x_lo; ox < x_hi; ++ox) out[ox] += wv * row[ox];
+            } else {
+              for (int64_t ox = x_lo; ox < x_hi; ++ox) out[ox] += wv * row[ox * stride[1]];
+            }
+          }
+        }
+      }
+    }
+  });
+}
+
+// convolution(input, weight, bias?, stride, padding, dilation, transposed, output_padding, groups):
+// 1-D and 2-D, plain and transposed, any groups.
 Error convolution(KernelRuntimeContext&, Args args) {
   const char* op = "aten::convolution";
   ET_TRY(check_count(args, 10, op));
@@ -44,36 +91,84 @@ Error convolution(KernelRuntimeContext&, Args args) {
   ET_TRY(tensor_at(args, 1, op, &w));
   if (!args[2]->is_none()) ET_TRY(tensor_at(args, 2, op, &bias));
   ET_TRY(tensor_at(args, 9, op, &out));
-  int64_t stride[2], pad[2], dil[2], transposed, groups;
-  ET_TRY(pair_at(args, 3, op, "stride", 1, stride));
-  ET_TRY(pair_at(args, 4, op, "padding", 0, pad));
-  ET_TRY(pair_at(args, 5, op, "dilation", 1, dil));
+  KCHECK((in->dim() == 4 || in->dim() == 3) && w->dim() == in->dim() && out->dim() == in->dim(),
+         "%s: 1-D or 2-D convolution (3-D or 4-D input and weight) is supported, got a %d-D input", op, in->dim());
+  const bool one_d = in->dim() == 3;
+  int64_t stride[2], pad[2], dil[2], out_pad[2], transposed, groups;
+  ET_TRY(conv_pair_at(args, 3, op, "stride", 1, one_d, stride));
+  ET_TRY(conv_pair_at(args, 4, op, "padding", 0, one_d, pad));
+  ET_TRY(conv_pair_at(args, 5, op, "dilation", 1, one_d, dil));
   ET_TRY(int_at(args, 6, op, &transposed));
+  ET_TRY(conv_pair_at(args, 7, op, "output_padding", 0, one_d, out_pad));
   ET_TRY(int_at(args, 8, op, &groups));
-  KCHECK(!transposed, "%s: transposed convolution is not supported", op);
-  KCHECK(in->dim() == 4 && w->dim() == 4, "%s: only 2-D convolution (4-D input and weight) is supported", op);
   for (const Tensor* t : {in, w, out}) ET_TRY(check_dtype(*t, ScalarType::Float, op, "tensor"));
-  const int64_t n = in->size(0), c = in->size(1), h = in->size(2), wd = in->size(3);
-  const int64_t oc = w->size(0), kh = w->size(2), kw = w->size(3);
-  KCHECK(groups >= 1 && c % groups == 0 && oc % groups == 0 && w->size(1) == c / groups, "%s: channels (%lld in, "
-         "%lld out, weight %lld) do not split into %lld groups", op, static_cast<long long>(c),
+  auto size = [one_d](const Tensor& t, int d) { return one_d ? (d == 2 ? 1 : t.size(d == 3 ? 2 : d)) : t.size(d); };
+  const int64_t n = in->size(0), c = in->size(1), h = size(*in, 2), wd = size(*in, 3);
+  const int64_t kh = size(*w, 2), kw = size(*w, 3);
+  // Weight: [oc, c / groups, kh, kw], or transposed [c, oc / groups, kh, kw].
+  const int64_t oc = transposed ? w->size(1) * groups : w->size(0);
+  KCHECK(groups >= 1 && c % groups == 0 && oc % groups == 0 && (transposed ? w->size(0) == c : w->size(1) == c / groups),
+         "%s: channels (%lld in, %lld out, weight %lld) do not split into %lld groups", op, static_cast<long long>(c),
          static_cast<long long>(oc), static_cast<long long>(w->size(1)), static_cast<long long>(groups));
-  KCHECK(stride[0] > 0 && stride[1] > 0 && dil[0] > 0 && dil[1] > 0 && pad[0] >= 0 && pad[1] >= 0,
+  KCHECK(stride[0] > 0 && stride[1] > 0 && dil[0] > 0 && dil[1] > 0 && pad[0] >= 0 && pad[1] >= 0 && out_pad[0] >= 0 &&
+             out_pad[1] >= 0,
          "%s: stride and dilation must be positive, padding non-negative", op);
-  const int64_t oh = (h + 2 * pad[0] - dil[0] * (kh - 1) - 1) / stride[0] + 1;
-  const int64_t ow = (wd + 2 * pad[1] - dil[1] * (kw - 1) - 1) / stride[1] + 1;
+  const int64_t oh = transposed ? (h - 1) * stride[0] - 2 * pad[0] + dil[0] * (kh - 1) + out_pad[0] + 1
+                                : (h + 2 * pad[0] - dil[0] * (kh - 1) - 1) / stride[0] + 1;
+  const int64_t ow = transposed ? (wd - 1) * stride[1] - 2 * pad[1] + dil[1] * (kw - 1) + out_pad[1] + 1
+                                : (wd + 2 * pad[1] - dil[1] * (kw - 1) - 1) / stride[1] + 1;
   KCHECK(oh > 0 && ow > 0, "%s: kernel larger than the padded input", op);
-  ET_TRY(check_out4(*out, n, oc, oh, ow, op));
+  KCHECK(out->size(0) == n && out->size(1) == oc && size(*out, 2) == oh && size(*out, 3) == ow,
+         "%s: output shape does not match [%lld, %lld, %lld, %lld]", op, static_cast<long long>(n),
+         static_cast<long long>(oc), static_cast<long long>(oh), static_cast<long long>(ow));
   if (bias) {
     ET_TRY(check_dtype(*bias, ScalarType::Float, op, "bias"));
     ET_TRY(check_numel(*bias, oc, op, "bias"));
   }
-  const int64_t cg = c / groups, ocg = oc / groups, rows = cg * kh * kw, cols = oh * ow;
-  const bool direct = kh == 1 && kw == 1 && stride[0] == 1 && stride[1] == 1 && pad[0] == 0 && pad[1] == 0;
-  std::vector<float> col(direct ? 0 : static_cast<size_t>(rows * cols));
   const float* x = in->data_ptr<float>();
   const float* wt = w->data_ptr<float>();
   float* y = out->data_ptr<float>();
+  const float* bp = bias ? bias->data_ptr<float>() : nullptr;
+  const int64_t cg = c / groups, ocg = oc / groups;
+  if (!transposed && cg == 1 && groups > 1) {
+    depthwise(x, wt, bp, y, n, c, h, wd, oc, kh, kw, oh, ow, stride, pad, dil);
+    return Error::Ok;
+  }
+  if (transposed) {
+    // Per group: columns [ocg * kh * kw, h * w] = weight_g^T x_g, then scattered into the output.
+    const int64_t rows = ocg * kh * kw, cols = h * wd;
+    std::vector<float> col(static_cast<size_t>(rows * cols));
+    for (int64_t b = 0; b < n; ++b) {
+      float* yb = y + b * oc * oh * ow;
+      for (int64_t o = 0; o < oc; ++o) std::fill(yb + o * oh * ow, yb + (o + 1) * oh * ow, bp ? bp[o] : 0.f);
+      for (int64_t g = 0; g < groups; ++g) {
+        sgemm(rows, cols, cg, 1.f, wt + g * cg * rows, 1, rows, x + (b * c + g * cg) * cols, cols, 1, 0.f, col.data(),
+              cols);
+        extension::threadpool::parallel_for(0, ocg, 1, [&](int64_t o0, int64_t o1) {
+          for (int64_t o = o0; o < o1; ++o) {
+            float* yo = yb + (g * ocg + o) * oh * ow;
+            for (int64_t ky = 0; ky < kh; ++ky) {
+              for (int64_t kx = 0; kx < kw; ++kx) {
+                const float* src = col.data() + ((o * kh + ky) * kw + kx) * cols;
+                for (int64_t iy = 0; iy < h; ++iy) {
+                  const int64_t oy = iy * stride[0] - pad[0] + ky * dil[0];
+                  if (oy < 0 || oy >= oh) continue;
+                  for (int64_t ix = 0; ix < wd; ++ix) {
+                    const int64_t ox = ix * stride[1] - pad[1] + kx * dil[1];
+                    if (ox >= 0 && ox < ow) yo[oy * ow + ox] += src[iy * wd + ix];
+                  }
+                }
+              }
+            }
+          }
+        });
+      }
+    }
+    return Error::Ok;
+  }
+  const int64_t rows = cg * kh * kw, cols = oh * ow;
+  const bool direct = kh == 1 && kw == 1 && stride[0] == 1 && stride[1] == 1 && pad[0] == 0 && pad[1] == 0;
+  std::vector<float> col(direct ? 0 : static_cast<size_t>(rows * cols));
   for (int64_t b = 0; b < n; ++b) {
     for (int64_t g = 0; g < groups; ++g) {
       const float* xg = x + (b * c + g * cg) * h * wd;
@@ -95,10 +190,10 @@ Error convolution(KernelRuntimeContext&, Args args) {
         src = col.data();
       }
       float* yg = y + (b * oc + g * ocg) * cols;
-      if (bias) {
-        for (int64_t o = 0; o < ocg; ++o) std::fill(yg + o * cols, yg + (o + 1) * cols, bias->data_ptr<float>()[g * ocg + o]);
+      if (bp) {
+        for (int64_t o = 0; o < ocg; ++o) std::fill(yg + o * cols, yg + (o + 1) * cols, bp[g * ocg + o]);
       }
-      sgemm(ocg, cols, rows, 1.f, wt + g * ocg * rows, rows, 1, src, cols, 1, bias ? 1.f : 0.f, yg, cols);
+      sgemm(ocg, cols, rows, 1.f, wt + g * ocg * rows, rows, 1, src, cols, 1, bp ? 1.f : 0.f, yg, cols);
     }
   }
   return Error::Ok;

@@ -90,7 +90,7 @@ Error binary(Args args, const char* op, bool has_alpha, F f) {
   Operand a, b;
   ET_TRY(operand_at(args, 0, op, &a));
   ET_TRY(operand_at(args, 1, op, &b));
-  KCHECK(a.tensor != nullptr, "%s: the first argument must be a tensor", op);
+  KCHECK(a.tensor != nullptr || b.tensor != nullptr, "%s: one argument must be a tensor", op);
   double alpha = 1.0;
   if (has_alpha) ET_TRY(double_at(args, 2, op, &alpha));
   Tensor* out;
@@ -164,6 +164,89 @@ Error pow_tensor_scalar(KernelRuntimeContext&, Args args) {
   });
 }
 
+// Integer division and remainder by zero give 0 rather than trapping (PyTorch raises there).
+template <typename T>
+T int_safe_div(T x, T y) {
+  if (std::is_integral<T>::value && y == T(0)) return T(0);
+  return x / y;
+}
+
+template <typename T>
+T floor_div(T x, T y) {
+  if constexpr (std::is_integral<T>::value) {
+    if (y == T(0)) return T(0);
+    const T q = x / y;
+    return (x % y != 0 && ((x < 0) != (y < 0))) ? q - 1 : q;
+  } else {
+    return std::floor(x / y);
+  }
+}
+
+template <typename T>
+T c_fmod(T x, T y) {
+  if (std::is_integral<T>::value) return y == T(0) ? T(0) : static_cast<T>(std::fmod(x, y));
+  return static_cast<T>(std::fmod(x, y));
+}
+
+// Python's remainder: the sign of the divisor.
+template <typename T>
+T py_remainder(T x, T y) {
+  if (std::is_integral<T>::value && y == T(0)) return T(0);
+  T r = c_fmod(x, y);
+  if (r != 0 && ((r < 0) != (y < 0))) r += y;
+  return r;
+}
+
+template <typename T>
+T bit_and(T x, T y) { if constexpr (std::is_integral<T>::value) return x & y; else return T((x != 0) && (y != 0)); }
+template <typename T>
+T bit_or(T x, T y) { if constexpr (std::is_integral<T>::value) return x | y; else return T((x != 0) || (y != 0)); }
+template <typename T>
+T bit_xor(T x, T y) { if constexpr (std::is_integral<T>::value) return x ^ y; else return T((x != 0) != (y != 0)); }
+
+#define BINARY(fn, name, expr) \
+  Error fn(KernelRuntimeContext&, Args args) { return binary(args, name, false, [](auto x, auto y, auto) { return expr; }); }
+BINARY(fmod_tensor, "aten::fmod.Tensor", c_fmod(x, y))
+BINARY(fmod_scalar, "aten::fmod.Scalar", c_fmod(x, y))
+BINARY(remainder_tensor, "aten::remainder.Tensor", py_remainder(x, y))
+BINARY(remainder_scalar, "aten::remainder.Scalar", py_remainder(x, y))
+BINARY(floor_divide, "aten::floor_divide", floor_div(x, y))
+BINARY(bitwise_and_tensor, "aten::bitwise_and.Tensor", bit_and(x, y))
+BINARY(bitwise_and_scalar, "aten::bitwise_and.Scalar", bit_and(x, y))
+BINARY(bitwise_or_tensor, "aten::bitwise_or.Tensor", bit_or(x, y))
+BINARY(bitwise_or_scalar, "aten::bitwise_or.Scalar", bit_or(x, y))
+BINARY(bitwise_xor_tensor, "aten::bitwise_xor.Tensor", bit_xor(x, y))
+BINARY(bitwise_xor_scalar, "aten::bitwise_xor.Scalar", bit_xor(x, y))
+BINARY(atan2_, "aten::atan2", std::atan2(static_cast<double>(x), static_cast<double>(y)))  // atan2f has a glibc 2.43 symbol version
+BINARY(pow_scalar, "aten::pow.Scalar", std::pow(x, y))
+#undef BINARY
+
+// div.Tensor_mode / div.Scalar_mode(self, other, rounding_mode?): None, "trunc" or "floor".
+Error div_mode(Args args, const char* op) {
+  ET_TRY(check_count(args, 4, op));
+  int mode = 0;
+  if (!args[2]->is_none()) {
+    KCHECK(args[2]->tag() == EValue::Tag::String, "%s: rounding_mode must be a string", op);
+    const auto m = args[2]->to_string();
+    const bool trunc = m.size() == 5 && std::memcmp(m.data(), "trunc", 5) == 0;
+    KCHECK(trunc || (m.size() == 5 && std::memcmp(m.data(), "floor", 5) == 0),
+           "%s: rounding_mode must be 'trunc' or 'floor'", op);
+    mode = trunc ? 1 : 2;
+  }
+  EValue* three[] = {args[0], args[1], args[3]};
+  const Args rest(three, 3);
+  switch (mode) {
+    case 0: return binary(rest, op, false, [](auto x, auto y, auto) { return int_safe_div(x, y); });
+    case 1: return binary(rest, op, false, [](auto x, auto y, auto) {
+      using T = decltype(x);
+      return std::is_integral<T>::value ? int_safe_div(x, y) : static_cast<T>(std::trunc(x / y));
+    });
+    default: return binary(rest, op, false, [](auto x, auto y, auto) { return floor_div(x, y); });
+  }
+}
+Error div_tensor_mode(KernelRuntimeContext&, Args args) { return div_mode(args, "aten::div.Tensor_mode"); }
+Error div_scalar_mode(KernelRuntimeContext&, Args args) { return div_mode(args, "aten::div.Scalar_mode"); }
+
 #define COMPARE(fn, name, expr) \
   Error fn(KernelRuntimeContext&, Args args) { return compare(args, name, [](double x, double y) { return expr; }); }
 COMPARE(eq_tensor, "aten::eq.Tensor", x == y)
@@ -180,6 +263,7 @@ COMPARE(ge_tensor, "aten::ge.Tensor", x >= y)
 COMPARE(ge_scalar, "aten::ge.Scalar", x >= y)
 COMPARE(logical_and, "aten::logical_and", x != 0 && y != 0)
 COMPARE(logical_or, "aten::logical_or", x != 0 || y != 0)
+COMPARE(logical_xor, "aten::logical_xor", (x != 0) != (y != 0))
 #undef COMPARE
 
 // where(condition, self, other): three-way broadcast.
@@ -216,37 +300,19 @@ Error where(KernelRuntimeContext&, Args args) {
   return Error::Ok;
 }
 
-// out = f(self) for float32 tensors of one shape.
-template <typename F>
-Error unary(Args args, const char* op, size_t n, F f) {
-  ET_TRY(check_count(args, n, op));
-  Tensor *in, *out;
-  ET_TRY(tensor_at(args, 0, op, &in));
-  ET_TRY(tensor_at(args, n - 1, op, &out));
-  ET_TRY(check_dtype(*in, ScalarType::Float, op, "input"));
-  ET_TRY(check_dtype(*out, ScalarType::Float, op, "output"));
-  ET_TRY(check_numel(*out, in->numel(), op, "output"));
-  const float* x = in->data_ptr<float>();
-  float* y = out->data_ptr<float>();
-  extension::threadpool::parallel_for(0, in->numel(), 16384, [&](int64_t i0, int64_t i1) {
-    for (int64_t i = i0; i < i1; ++i) y[i] = f(x[i]);
-  });
-  return Error::Ok;
-}
-
 #define UNARY(fn, name, expr) \
-  Error fn(KernelRuntimeContext&, Args args) { return unary(args, name, 2, [](float x) -> float { return expr; }); }
+  Error fn(KernelRuntimeContext&, Args args) { return unary(args, name, 2, [](auto x) { return expr; }); }
 UNARY(neg, "aten::neg", -x)
-UNARY(relu, "aten::relu", x > 0.f ? x : 0.f)
-UNARY(silu, "aten::silu", x / (1.f + std::exp(-x)))
-UNARY(sigmoid, "aten::sigmoid", 1.f / (1.f + std::exp(-x)))
+UNARY(relu, "aten::relu", x > 0 ? x : decltype(x)(0))
+UNARY(silu, "aten::silu", x / (1 + std::exp(-x)))
+UNARY(sigmoid, "aten::sigmoid", 1 / (1 + std::exp(-x)))
 UNARY(tanh_, "aten::tanh", std::tanh(x))
 UNARY(exp_, "aten::exp", std::exp(x))
 UNARY(log_, "aten::log", std::log(x))
 UNARY(sqrt_, "aten::sqrt", std::sqrt(x))
-UNARY(rsqrt, "aten::rsqrt", 1.f / std::sqrt(x))
+UNARY(rsqrt, "aten::rsqrt", 1 / std::sqrt(x))
 UNARY(abs_, "aten::abs", std::fabs(x))
-UNARY(reciprocal, "aten::reciprocal", 1.f / x)
+UNARY(reciprocal, "aten::reciprocal", 1 / x)
 UNARY(sin_, "aten::sin", std::sin(x))
 UNARY(cos_, "aten::cos", std::cos(x))
 UNARY(erf_, "aten::erf", std::erf(x))
@@ -264,6 +330,65 @@ Error logical_not(KernelRuntimeContext&, Args args) {
   ET_TRY(check_numel(*out, in->numel(), op, "output"));
   bool* y = out->data_ptr<bool>();
   for (int64_t i = 0; i < in->numel(); ++i) y[i] = load<double>(*in, i) == 0.0;
+  return Error::Ok;
+}
+
+// masked_fill.Scalar / masked_fill.Tensor(self, mask, value): where(mask, value, self).
+Error masked_fill(Args args, const char* op) {
+  ET_TRY(check_count(args, 4, op));
+  Tensor *self, *mask, *out;
+  ET_TRY(tensor_at(args, 0, op, &self));
+  ET_TRY(tensor_at(args, 1, op, &mask));
+  ET_TRY(tensor_at(args, 3, op, &out));
+  ET_TRY(check_dtype(*mask, ScalarType::Bool, op, "mask"));
+  KCHECK(is_supported_dtype(self->scalar_type()) && out->scalar_type() == self->scalar_type(), "%s: dtype mismatch", op);
+  double value;
+  if (args[2]->is_tensor()) {
+    Tensor* v;
+    ET_TRY(tensor_at(args, 2, op, &v));
+    KCHECK(v->numel() == 1 && is_supported_dtype(v->scalar_type()), "%s: value must be a one-element tensor", op);
+    value = load<double>(*v, 0);
+  } else {
+    ET_TRY(double_at(args, 2, op, &value));
+  }
+  int64_t strides[2][kMaxDim] = {};
+  ET_TRY(broadcast_strides(*self, *out, op, strides[0]));
+  ET_TRY(broadcast_strides(*mask, *out, op, strides[1]));
+  const bool* m = mask->data_ptr<bool>();
+  if (out->scalar_type() == ScalarType::Float) {
+    const float* x = self->data_ptr<float>();
+    float* y = out->data_ptr<float>();
+    const float v = static_cast<float>(value);
+    for_each_broadcast<2>(*out, strides, [&](int64_t i, const int64_t* offs) { y[i] = m[offs[1]] ? v : x[offs[0]]; });
+    return Error::Ok;
+  }
+  for_each_broadcast<2>(*out, strides, [&](int64_t i, const int64_t* offs) {
+    store<double>(*out, i, m[offs[1]] ? value : load<double>(*self, offs[0]));
+  });
+  return Error::Ok;
+}
+Error masked_fill_scalar(KernelRuntimeContext&, Args args) { return masked_fill(args, "aten::masked_fill.Scalar"); }
+Error masked_fill_tensor(KernelRuntimeContext&, Args args) { return masked_fill(args, "aten::masked_fill.Tensor"); }
+
+// copy(self, src, non_blocking): src broadcast to self's shape, in self's dtype.
+Error copy(KernelRuntimeContext&, Args args) {
+  const char* op = "aten::copy";
+  ET_TRY(check_count(args, 4, op));
+  Tensor *self, *src, *out;
+  ET_TRY(tensor_at(args, 0, op, &self));
+  ET_TRY(tensor_at(args, 1, op, &src));
+  ET_TRY(tensor_at(args, 3, op, &out));
+  KCHECK(same_shape(*self, *out) && self->scalar_type() == out->scalar_type(), "%s: output mismatch", op);
+  KCHECK(is_supported_dtype(src->scalar_type()) && is_supported_dtype(out->scalar_type()), "%s: unsupported dtype", op);
+  if (same_shape(*src, *out) && src->scalar_type() == out->scalar_type()) {
+    if (out->nbytes()) std::memmove(out->mutable_data_ptr(), src->const_data_ptr(), out->nbytes());
+    return Error::Ok;
+  }
+  int64_t strides[1][kMaxDim] = {};
+  ET_TRY(broadcast_strides(*src, *out, op, strides[0]));
+  for_each_broadcast<1>(*out, strides, [&](int64_t i, const int64_t* offs) {
+    store<double>(*out, i, load<double>(*src, offs[0]));
+  });
   return Error::Ok;
 }
 
@@ -287,11 +412,16 @@ Error gelu(KernelRuntimeContext&, Args args) {
   KCHECK(tanh_mode || (mode.size() == 4 && std::memcmp(mode.data(), "none", 4) == 0),
          "%s: approximate must be 'none' or 'tanh'", op);
   if (tanh_mode) {
-    return unary(args, op, 3, [](float x) {
-      return 0.5f * x * (1.f + std::tanh(0.7978845608028654f * (x + 0.044715f * x * x * x)));
+    return unary(args, op, 3, [](auto x) {
+      using T = decltype(x);
+      return T(0.5) * x * (1 + std::tanh(T(0.7978845608028654) * (x + T(0.044715) * x * x * x)));
     });
   }
-  return unary(args, op, 3, [](float x) { return 0.5f * x * (1.f + fast_erf(x * 0.7071067811865476f)); });
+  return unary(args, op, 3, [](auto x) {
+    using T = decltype(x);
+    return T(0.5) * x * (1 + (std::is_same<T, float>::value ? fast_erf(x * T(0.7071067811865476))
+                                                             : std::erf(x * T(0.7071067811865476))));
+  });
 }
 
 // clone(self, memory_format) and _to_copy(self, dtype, layout, device, pin_memory, non_blocking,
@@ -354,6 +484,25 @@ const runtime::Kernel kKernels[] = {
     {"aten::ge.Scalar", ge_scalar},
     {"aten::logical_and", logical_and},
     {"aten::logical_or", logical_or},
+    {"aten::logical_xor", logical_xor},
+    {"aten::fmod.Tensor", fmod_tensor},
+    {"aten::fmod.Scalar", fmod_scalar},
+    {"aten::remainder.Tensor", remainder_tensor},
+    {"aten::remainder.Scalar", remainder_scalar},
+    {"aten::floor_divide", floor_divide},
+    {"aten::bitwise_and.Tensor", bitwise_and_tensor},
+    {"aten::bitwise_and.Scalar", bitwise_and_scalar},
+    {"aten::bitwise_or.Tensor", bitwise_or_tensor},
+    {"aten::bitwise_or.Scalar", bitwise_or_scalar},
+    {"aten::bitwise_xor.Tensor", bitwise_xor_tensor},
+    {"aten::bitwise_xor.Scalar", bitwise_xor_scalar},
+    {"aten::atan2", atan2_},
+    {"aten::pow.Scalar", pow_scalar},
+    {"aten::div.Tensor_mode", div_tensor_mode},
+    {"aten::div.Scalar_mode", div_scalar_mode},
+    {"aten::masked_fill.Scalar", masked_fill_scalar},
+    {"aten::masked_fill.Tensor", masked_fill_tensor},
+    {"aten::copy", copy},
     {"aten::where.self", where},
     {"aten::logical_not", logical_not},
     {"aten::neg", neg},

@@ -87,6 +87,57 @@ inline Error check_numel(const Tensor& t, int64_t want, const char* op, const ch
   return Error::Ok;
 }
 
+// IEEE half and bfloat16 <-> float, rounding to nearest even (what PyTorch's conversions do).
+inline float half_to_float(uint16_t h) {
+  const uint32_t sign = static_cast<uint32_t>(h & 0x8000) << 16;
+  const uint32_t exp = (h >> 10) & 0x1f, mant = h & 0x3ff;
+  uint32_t bits;
+  if (exp == 0x1f) {
+    bits = sign | 0x7f800000u | (mant << 13);  // inf, NaN
+  } else if (exp != 0) {
+    bits = sign | ((exp + 112) << 23) | (mant << 13);
+  } else if (mant == 0) {
+    bits = sign;
+  } else {  // subnormal: value = mant * 2^-24
+    float f = static_cast<float>(mant) * 5.9604644775390625e-8f;
+    std::memcpy(&bits, &f, 4);
+    bits |= sign;
+  }
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+
+inline uint16_t float_to_half(float f) {
+  uint32_t x;
+  std::memcpy(&x, &f, 4);
+  const uint16_t sign = static_cast<uint16_t>((x >> 16) & 0x8000);
+  x &= 0x7fffffffu;
+  if (x >= 0x7f800000u) return sign | 0x7c00 | (x > 0x7f800000u ? 0x200 : 0);  // inf, NaN
+  if (x >= 0x477ff000u) return sign | 0x7c00;                                   // rounds past 65504
+  if (x < 0x38800000u) {                                                        // half subnormal or zero
+    float a;
+    std::memcpy(&a, &x, 4);
+    return sign | static_cast<uint16_t>(std::nearbyint(a * 16777216.f));        // units of 2^-24
+  }
+  const uint32_t rounded = x + 0xfff + ((x >> 13) & 1);
+  return sign | static_cast<uint16_t>((rounded - 0x38000000u) >> 13);
+}
+
+inline float bfloat16_to_float(uint16_t b) {
+  const uint32_t bits = static_cast<uint32_t>(b) << 16;
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+
+inline uint16_t float_to_bfloat16(float f) {
+  uint32_t x;
+  std::memcpy(&x, &f, 4);
+  if ((x & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((x >> 16) | 0x40);  // NaN stays NaN
+  return static_cast<uint16_t>((x + 0x7fff + ((x >> 16) & 1)) >> 16);
+}
+
 // Reads element i of a tensor of any supported dtype as T.
 template <typename T>
 inline T load(const Tensor& t, int64_t i) {
@@ -99,6 +150,9 @@ inline T load(const Tensor& t, int64_t i) {
     case ScalarType::Bool: return static_cast<T>(static_cast<const bool*>(p)[i]);
     case ScalarType::Byte: return static_cast<T>(static_cast<const uint8_t*>(p)[i]);
     case ScalarType::Char: return static_cast<T>(static_cast<const int8_t*>(p)[i]);
+    case ScalarType::Short: return static_cast<T>(static_cast<const int16_t*>(p)[i]);
+    case ScalarType::Half: return static_cast<T>(half_to_float(static_cast<const uint16_t*>(p)[i]));
+    case ScalarType::BFloat16: return static_cast<T>(bfloat16_to_float(static_cast<const uint16_t*>(p)[i]));
     default: return T(0);
   }
 }
@@ -114,6 +168,9 @@ inline void store(const Tensor& t, int64_t i, T v) {
     case ScalarType::Bool: static_cast<bool*>(p)[i] = v != T(0); break;
     case ScalarType::Byte: static_cast<uint8_t*>(p)[i] = static_cast<uint8_t>(v); break;
     case ScalarType::Char: static_cast<int8_t*>(p)[i] = static_cast<int8_t>(v); break;
+    case ScalarType::Short: static_cast<int16_t*>(p)[i] = static_cast<int16_t>(v); break;
+    case ScalarType::Half: static_cast<uint16_t*>(p)[i] = float_to_half(static_cast<float>(v)); break;
+    case ScalarType::BFloat16: static_cast<uint16_t*>(p)[i] = float_to_bfloat16(static_cast<float>(v)); break;
     default: break;
   }
 }
@@ -121,7 +178,8 @@ inline void store(const Tensor& t, int64_t i, T v) {
 inline bool is_supported_dtype(ScalarType t) {
   switch (t) {
     case ScalarType::Float: case ScalarType::Double: case ScalarType::Long: case ScalarType::Int:
-    case ScalarType::Bool: case ScalarType::Byte: case ScalarType::Char:
+    case ScalarType::Bool: case ScalarType::Byte: case ScalarType::Char: case ScalarType::Short:
+    case ScalarType::Half: case ScalarType::BFloat16:
       return true;
     default:
       return false;
@@ -161,6 +219,31 @@ inline void for_each_broadcast(const Tensor& out, const int64_t (&strides)[N][ru
       }
     }
   });
+}
+
+// out = f(self) elementwise for tensors of one element count: float32 in float, other dtypes
+// (integers, float16, bfloat16, float64) through double. f is generic in its argument type.
+template <typename F>
+inline Error unary(Args args, const char* op, size_t n, F f) {
+  ET_TRY(check_count(args, n, op));
+  Tensor *in, *out;
+  ET_TRY(tensor_at(args, 0, op, &in));
+  ET_TRY(tensor_at(args, n - 1, op, &out));
+  KCHECK(is_supported_dtype(in->scalar_type()) && is_supported_dtype(out->scalar_type()),
+         "%s: dtype %s is not supported", op, runtime::to_string(in->scalar_type()));
+  ET_TRY(check_numel(*out, in->numel(), op, "output"));
+  if (in->scalar_type() == ScalarType::Float && out->scalar_type() == ScalarType::Float) {
+    const float* x = in->data_ptr<float>();
+    float* y = out->data_ptr<float>();
+    extension::threadpool::parallel_for(0, in->numel(), 16384, [&](int64_t i0, int64_t i1) {
+      for (int64_t i = i0; i < i1; ++i) y[i] = static_cast<float>(f(x[i]));
+    });
+    return Error::Ok;
+  }
+  extension::threadpool::parallel_for(0, in->numel(), 16384, [&](int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; ++i) store<double>(*out, i, static_cast<double>(f(load<double>(*in, i))));
+  });
+  return Error::Ok;
 }
 
 }  // namespace kernels

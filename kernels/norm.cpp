@@ -1,4 +1,4 @@
-// Softmax, log-softmax, layer norm and inference batch norm.
+// Softmax, log-softmax, layer norm, group norm and inference batch norm.
 #include <algorithm>
 #include <cmath>
 
@@ -157,10 +157,70 @@ Error batch_norm(KernelRuntimeContext&, Args args) {
   return Error::Ok;
 }
 
+// native_group_norm(input, weight?, bias?, N, C, HxW, group, eps) -> (out, mean [N, group], rstd)
+Error group_norm(KernelRuntimeContext&, Args args) {
+  const char* op = "aten::native_group_norm";
+  ET_TRY(check_count(args, 11, op));
+  Tensor *in, *out, *mean, *rstd, *weight = nullptr, *bias = nullptr;
+  ET_TRY(tensor_at(args, 0, op, &in));
+  if (!args[1]->is_none()) ET_TRY(tensor_at(args, 1, op, &weight));
+  if (!args[2]->is_none()) ET_TRY(tensor_at(args, 2, op, &bias));
+  ET_TRY(tensor_at(args, 8, op, &out));
+  ET_TRY(tensor_at(args, 9, op, &mean));
+  ET_TRY(tensor_at(args, 10, op, &rstd));
+  int64_t n, c, hw, groups;
+  double eps;
+  ET_TRY(int_at(args, 3, op, &n));
+  ET_TRY(int_at(args, 4, op, &c));
+  ET_TRY(int_at(args, 5, op, &hw));
+  ET_TRY(int_at(args, 6, op, &groups));
+  ET_TRY(double_at(args, 7, op, &eps));
+  for (const Tensor* t : {in, out, mean, rstd}) ET_TRY(check_dtype(*t, ScalarType::Float, op, "tensor"));
+  KCHECK(n >= 0 && c > 0 && hw >= 0 && groups > 0 && c % groups == 0, "%s: %lld channels do not split into %lld groups",
+         op, static_cast<long long>(c), static_cast<long long>(groups));
+  KCHECK(in->dim() >= 2 && in->size(0) == n && in->size(1) == c && in->numel() == n * c * hw && same_shape(*in, *out),
+         "%s: input shape does not match N, C, HxW", op);
+  ET_TRY(check_numel(*mean, n * groups, op, "mean"));
+  ET_TRY(check_numel(*rstd, n * groups, op, "rstd"));
+  for (Tensor* t : {weight, bias}) {
+    if (t) {
+      ET_TRY(check_dtype(*t, ScalarType::Float, op, "weight/bias"));
+      ET_TRY(check_numel(*t, c, op, "weight/bias"));
+    }
+  }
+  const int64_t cg = c / groups, span = cg * hw;
+  const float* x = in->data_ptr<float>();
+  float* y = out->data_ptr<float>();
+  const float* w = weight ? weight->data_ptr<float>() : nullptr;
+  const float* b = bias ? bias->data_ptr<float>() : nullptr;
+  extension::threadpool::parallel_for(0, n * groups, 1, [&](int64_t g0, int64_t g1) {
+    for (int64_t g = g0; g < g1; ++g) {
+      const float* xs = x + g * span;
+      double sum = 0, sq = 0;
+      for (int64_t i = 0; i < span; ++i) sum += xs[i];
+      const double mu = span ? sum / span : 0;
+      for (int64_t i = 0; i < span; ++i) sq += (xs[i] - mu) * (xs[i] - mu);
+      const float r = static_cast<float>(1.0 / std::sqrt((span ? sq / span : 0) + eps));
+      mean->data_ptr<float>()[g] = static_cast<float>(mu);
+      rstd->data_ptr<float>()[g] = r;
+      for (int64_t ch = 0; ch < cg; ++ch) {
+        const int64_t channel = (g % groups) * cg + ch;
+        const float scale = r * (w ? w[channel] : 1.f);
+        const float shift = (b ? b[channel] : 0.f) - static_cast<float>(mu) * scale;
+        const float* xc = xs + ch * hw;
+        float* yc = y + g * span + ch * hw;
+        for (int64_t i = 0; i < hw; ++i) yc[i] = xc[i] * scale + shift;
+      }
+    }
+  });
+  return Error::Ok;
+}
+
 const runtime::Kernel kKernels[] = {
     {"aten::_softmax", softmax},
     {"aten::_log_softmax", log_softmax},
     {"aten::native_layer_norm", layer_norm},
+    {"aten::native_group_norm", group_norm},
     {"aten::_native_batch_norm_legit_no_training", batch_norm},
 };
 

@@ -205,6 +205,7 @@ Error cat(KernelRuntimeContext&, Args args) {
   const auto list = args[0]->to_tensor_list();
   int64_t total = 0;
   for (EValue* v : list) {
+    KCHECK(v->is_tensor(), "%s: a list item is None", op);
     const Tensor& t = v->to_tensor();
     if (t.dim() == 1 && t.numel() == 0) continue;  // PyTorch skips empty 1-d inputs
     KCHECK(t.dim() == out->dim() && t.scalar_type() == out->scalar_type() && !t.is_cuda(), "%s: input mismatch", op);

@@ -219,8 +219,10 @@ Error Method::parse_values(const Program& program, const fb::ExecutionPlan* plan
     std::unique_ptr<EValue*[]> list(new EValue*[count == 0 ? 1 : count]);
     for (size_t k = 0; k < count; ++k) {
       const int32_t id = items->Get(static_cast<flatbuffers::uoffset_t>(k));
-      ET_CHECK_OR_RETURN(id >= 0 && static_cast<size_t>(id) < n && values_[static_cast<size_t>(id)].is_tensor(),
-                         Error::InvalidProgram, "value %zu: list item %zu (%d) is not a tensor value", i, k, id);
+      // None items are the unindexed dimensions of index.Tensor / index_put (Tensor?[]).
+      ET_CHECK_OR_RETURN(id >= 0 && static_cast<size_t>(id) < n &&
+                             (values_[static_cast<size_t>(id)].is_tensor() || values_[static_cast<size_t>(id)].is_none()),
+                         Error::InvalidProgram, "value %zu: list item %zu (%d) is neither a tensor nor None", i, k, id);
       list[k] = &values_[static_cast<size_t>(id)];
     }
     values_[i] = EValue::tensor_list(Span<EValue* const>(list.get(), count));

@@ -5,11 +5,11 @@
 
 torch.export captures the graph; PyTorch's core-ATen decompositions reduce it to the operators the
 CPU kernels implement; constant subgraphs are folded; a memory planner packs every intermediate
-tensor into one planned buffer. An operator with no kernel is an UnsupportedOperatorError naming it.
+tensor into one planned buffer. Operators with no kernel are an UnsupportedOperatorError naming each of them.
 torch is needed here only (`pip install executorch[export]`); the runtime never imports it.
 """
 
 from executorch.export._errors import ExportError, UnsupportedOperatorError
-from executorch.export._export import export
+from executorch.export._export import export, supported_operators
 
-__all__ = ["export", "ExportError", "UnsupportedOperatorError"]
+__all__ = ["export", "supported_operators", "ExportError", "UnsupportedOperatorError"]

@@ -42,6 +42,19 @@ _SHAPE_ONLY_OPS = {
     torch.ops.aten.ones_like.default,
     torch.ops.aten.empty_like.default,
 }
+# Kernels that move or select elements without arithmetic: any dtype, float16 and bfloat16 included.
+# In float16/bfloat16 programs for the CPU every other operator computes in float32 (_Lowering.widen).
+_DTYPE_AGNOSTIC = {
+    getattr(torch.ops.aten, name).default if "." not in name else
+    getattr(getattr(torch.ops.aten, name.split(".")[0]), name.split(".")[1])
+    for name in (
+        "view", "_unsafe_view", "reshape", "unsqueeze", "squeeze", "squeeze.dim", "squeeze.dims", "alias", "permute",
+        "transpose.int", "expand", "slice.Tensor", "select.int", "cat", "embedding", "split_with_sizes", "clone",
+        "_to_copy", "as_strided", "flip", "roll", "index.Tensor", "index_select", "gather", "slice_scatter",
+        "select_scatter", "index_put", "scatter.src", "pixel_shuffle", "pixel_unshuffle", "repeat", "copy",
+        "constant_pad_nd", "where.self",
+    )
+}
 # Ops with no effect on values.
 _SKIPPED_OPS = {
     torch.ops.aten._assert_tensor_metadata.default,
@@ -62,9 +75,12 @@ class _Const:
 
 
 class _Lowering:
-    def __init__(self, name: str, supported: set[str]) -> None:
+    def __init__(self, name: str, widen: torch.dtype | None) -> None:
         self.plan = Plan(name=name)
-        self.supported = supported
+        # float16/bfloat16 programs for the CPU: operators outside _DTYPE_AGNOSTIC compute in float32
+        self.widen = widen
+        self.missing: dict[str, list[str]] = {}  # operator -> nodes, for one error naming them all
+        self.widened_constants: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
         self.constants: list[bytes] = []  # one segment: constant tensors, 16-byte aligned
         self.constant_bytes = 0
         self.constant_values: dict[int, int] = {}  # id(tensor) -> value index
@@ -110,10 +126,43 @@ class _Lowering:
         self.constant_values[key] = index
         return index
 
+    def is_tensor_of(self, index: int, dtype: torch.dtype) -> bool:
+        v = self.plan.values[index]
+        return v.kind == "tensor" and v.payload.dtype == DTYPE_CODES[dtype]
+
+    def convert(self, index: int, dtype: torch.dtype, where: str) -> int:
+        """A planned copy of tensor value `index` in `dtype`, made by the next instruction."""
+        meta = torch.empty(self.plan.values[index].payload.sizes, dtype=dtype, device="meta")
+        out = self.planned_tensor(meta, len(self.plan.instructions), where)
+        self.copy_into(index, out)
+        return out
+
+    def copy_into(self, src: int, dst: int) -> None:
+        """Appends dst = src converted to dst's dtype (aten::_to_copy)."""
+        op_index, _ = self.operator(torch.ops.aten._to_copy.default)
+        self.use(src, len(self.plan.instructions))
+        self.use(dst, len(self.plan.instructions))
+        args = [src] + [self.add_value("null") for _ in range(6)]
+        self.plan.instructions.append(KernelCall(op_index, args + [dst], 1))
+
+    def widened(self, value: Any, env: dict) -> Any:
+        """`value` with its float16/bfloat16 constants (graph constants, tensors) as float32 tensors."""
+        if isinstance(value, (list, tuple)):
+            return type(value)(self.widened(v, env) for v in value)
+        t = env[value].tensor if isinstance(value, torch.fx.Node) and isinstance(env.get(value), _Const) else value
+        if not isinstance(t, torch.Tensor) or t.dtype != self.widen:
+            return value
+        if id(t) not in self.widened_constants:
+            self.widened_constants[id(t)] = (t, t.float())  # the original is kept so its id stays its own
+        return self.widened_constants[id(t)][1]
+
     def use(self, index: int, step: int) -> None:
         if index in self.allocations:
             a = self.allocations[index]
             a.last_use = max(a.last_use, step)
+        elif self.plan.values[index].kind == "tensor_list":
+            for item in self.plan.values[index].payload:
+                self.use(item, step)
 
     # Arguments ----------------------------------------------------------------------------------
 
@@ -210,19 +259,21 @@ def _materialize(value: Any, env: dict) -> Any:
     return value
 
 
-def _lower(ep: torch.export.ExportedProgram, name: str, supported: set[str]) -> tuple[Plan, bytes]:
-    low = _Lowering(name, supported)
+def _lower(ep: torch.export.ExportedProgram, name: str, supported: set[str],
+           widen: torch.dtype | None = None) -> tuple[Plan, bytes]:
+    low = _Lowering(name, widen)
     sig = ep.graph_signature
     params = {**sig.inputs_to_parameters, **sig.inputs_to_buffers}
     lifted = sig.inputs_to_lifted_tensor_constants
     user_inputs = list(sig.user_inputs)
     env: dict[torch.fx.Node, Any] = {}
-    step = 0
     for node in ep.graph.nodes:
         where = f"node {node.name}"
         if node.op == "placeholder":
             if node.name in params:
-                env[node] = _Const(ep.state_dict[params[node.name]])
+                # Non-persistent buffers (position ids, rotary frequencies) are constants, not state.
+                target = params[node.name]
+                env[node] = _Const(ep.state_dict[target] if target in ep.state_dict else ep.constants[target])
             elif node.name in lifted:
                 env[node] = _Const(ep.constants[lifted[node.name]])
             elif node.name in user_inputs:
@@ -262,20 +313,30 @@ def _lower(ep: torch.export.ExportedProgram, name: str, supported: set[str]) -> 
                 continue
             op_index, full = low.operator(node.target)
             if full not in supported:
-                raise UnsupportedOperatorError(full, node.name, sorted(supported))
-            args = [low.argument(a, env, step, where) for a in _schema_args(node)]
+                low.missing.setdefault(full, []).append(node.name)
+            widen = low.widen if low.widen is not None and node.target not in _DTYPE_AGNOSTIC else None
+            step = len(low.plan.instructions)
+            schema_args = _schema_args(node)
+            if widen is not None:
+                schema_args = [low.widened(a, env) for a in schema_args]
+            args = [low.argument(a, env, step, where) for a in schema_args]
+            if widen is not None:
+                args = [low.convert(a, torch.float32, where) if low.is_tensor_of(a, widen) else a for a in args]
+            step = len(low.plan.instructions)
+            for a in args:
+                low.use(a, step)
             meta = node.meta.get("val")
-            if isinstance(meta, torch.Tensor):
-                out = low.planned_tensor(meta, step, f"{where} ({full})")
-                env[node] = out
-                outs = [out]
-            elif isinstance(meta, (tuple, list)) and all(isinstance(m, torch.Tensor) for m in meta):
-                outs = [low.planned_tensor(m, step, f"{where} ({full})") for m in meta]
-                env[node] = outs
-            else:
+            metas = [meta] if isinstance(meta, torch.Tensor) else meta
+            if not (isinstance(metas, (tuple, list)) and all(isinstance(m, torch.Tensor) for m in metas)):
                 raise ExportError(f"{where} ({full}): outputs of type {type(meta).__name__} are not supported")
+            finals = [low.planned_tensor(m, step, f"{where} ({full})") for m in metas]
+            outs = [low.planned_tensor(m.to(torch.float32), step, f"{where} ({full})") if widen and m.dtype == widen
+                    else f for m, f in zip(metas, finals)]
+            env[node] = finals[0] if isinstance(meta, torch.Tensor) else finals
             low.plan.instructions.append(KernelCall(op_index, args + outs, len(outs)))
-            step += 1
+            for o, f in zip(outs, finals):
+                if o != f:  # back to the program's dtype
+                    low.copy_into(o, f)
         elif node.op == "output":
             results = node.args[0]
             for r in results if isinstance(results, (tuple, list)) else [results]:
@@ -289,8 +350,11 @@ def _lower(ep: torch.export.ExportedProgram, name: str, supported: set[str]) -> 
         else:
             raise ExportError(f"{where}: graph node kind {node.op} is not supported")
 
+    if low.missing:
+        raise UnsupportedOperatorError(low.missing, sorted(supported))
     # Inputs and outputs live through the whole method: a method may run again without its inputs
     # being set again, and outputs are read after it returns.
+    step = len(low.plan.instructions)
     for index in low.plan.inputs + low.plan.outputs:
         if index in low.allocations:
             low.allocations[index].last_use = step
@@ -330,9 +394,11 @@ def export(
     rest stays with the CPU kernels. Such a program needs a CUDA device where it is loaded.
     cuda_archs (e.g. ["sm_90", "compute_90"]) restricts it to devices of those architectures
     (real code) or newer (PTX); loading elsewhere fails with an error naming both.
-    dtype (torch.float16 or torch.bfloat16, with backend="cuda") exports a copy of `module` whose
-    parameters, buffers and floating inputs are of that dtype; every operator on such tensors must
-    then run on CudaBackend (the CPU kernels compute in float32).
+    dtype (torch.float16 or torch.bfloat16) exports a copy of `module` whose parameters, buffers and
+    floating inputs are of that dtype. On the CPU, operators that compute (all but those that only
+    move elements) read float32 copies of their inputs and round their outputs back to `dtype`, as
+    PyTorch's CPU kernels do; with backend="cuda" every operator on such tensors must run on
+    CudaBackend.
     quantize="int8" stores every nn.Linear's weight as int8 with a float32 scale per output feature;
     activations are quantized per row when the program runs (executorch::int8_linear, on the CPU
     and on CudaBackend, where the layer's input features are a multiple of 4).
@@ -346,8 +412,6 @@ def export(
     if dtype is not None:
         if dtype not in (torch.float32, torch.float16, torch.bfloat16):
             raise ExportError(f"dtype must be torch.float32, torch.float16 or torch.bfloat16, got {dtype}")
-        if dtype != torch.float32 and backend != "cuda":
-            raise ExportError(f"dtype={dtype} needs backend='cuda': the CPU kernels compute in float32")
         module = copy.deepcopy(module).to(dtype)
         example_inputs = [x.to(dtype) if isinstance(x, torch.Tensor) and x.is_floating_point() else x
                           for x in example_inputs]
@@ -366,7 +430,8 @@ def export(
         except Exception as e:  # torch's own message says what could not be traced
             raise ExportError(f"torch.export could not capture the module: {e}") from e
         ep = ep.run_decompositions(_decompositions())
-    plan_, constants = _lower(ep, method_name, set(supported_operators()))
+    widen = dtype if dtype in (torch.float16, torch.bfloat16) and backend != "cuda" else None
+    plan_, constants = _lower(ep, method_name, set(supported_operators()), widen)
     segments = [constants]
     meta = {"producer": "executorch.export", "torch_version": torch.__version__, **(metadata or {})}
     if backend == "cuda":
