@@ -1,10 +1,13 @@
-"""CPU latency of the executorch runtime against torch eager on the test models.
+"""CPU latency of the executorch runtime against torch eager.
 
-    python bench/cpu.py [--threads N] [--batches 1,8] [--repeat 50] [--json out.json]
+    python bench/cpu.py [--models zoo|real|more] [--threads N] [--batches 1,8] [--repeat 50] [--json out.json]
 
-Both run the same model on the same inputs with the same thread count, in one process; each number
-is the median of --repeat timed runs after warm-up. The ratio is ours / torch (below 1: faster).
-Needs torch and an installed executorch (the wheel, or the package on PYTHONPATH).
+--models zoo (default) runs the four test models at each --batches; real runs the torchvision,
+transformers and timm models of tests/models/real.py (their example inputs, batch 1); more adds the
+further models there. Both runtimes run the same model on the same inputs with the same thread
+count, in one process; each number is the median of --repeat timed runs after warm-up. The ratio is
+ours / torch (below 1: faster); the slowest ratios are listed last. Needs torch (and torchvision,
+transformers, timm for real) and an installed executorch (the wheel, or the package on PYTHONPATH).
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ import json
 import os
 import sys
 from pathlib import Path
+from typing import Any, Callable, Iterator
 
 import torch
 
@@ -21,11 +25,25 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # tests.models,
 from executorch.export import export  # noqa: E402
 from executorch.runtime import Runtime  # noqa: E402
 from bench.timing import median_ms  # noqa: E402
-from tests.models.zoo import MODELS  # noqa: E402
+
+
+def cases(which: str, batches: list[int]) -> Iterator[tuple[str, int, Callable[[], tuple[Any, tuple]]]]:
+    if which == "zoo":
+        from tests.models.zoo import MODELS
+
+        for name, factory in MODELS.items():
+            for batch in batches:
+                yield name, batch, lambda f=factory, b=batch: f(b)
+        return
+    from tests.models.real import MODELS, MORE_MODELS
+
+    for name, factory in {**MODELS, **(MORE_MODELS if which == "more" else {})}.items():
+        yield name, 1, factory
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--models", choices=("zoo", "real", "more"), default="zoo")
     parser.add_argument("--threads", type=int, default=os.cpu_count())
     parser.add_argument("--batches", default="1,8")
     parser.add_argument("--repeat", type=int, default=50)
@@ -35,22 +53,26 @@ def main() -> int:
     torch.set_num_threads(args.threads)
     Runtime.get().set_num_threads(args.threads)
     rows = []
-    for name, factory in MODELS.items():
-        for batch in (int(b) for b in args.batches.split(",")):
-            model, inputs = factory(batch)
-            method = Runtime.get().load_program(export(model, inputs)).load_method("forward")
-            arrays = [x.numpy() for x in inputs]
-            with torch.no_grad():
-                ref = model(*inputs)
-                eager = median_ms(lambda: model(*inputs), args.repeat)
-            ours_out = method.execute(arrays)[0]
-            ours = median_ms(lambda: method.execute(arrays), args.repeat)
-            err = float((torch.from_numpy(ours_out) - ref).abs().max())
-            rows.append({"model": name, "batch": batch, "threads": args.threads, "ours_ms": ours, "torch_ms": eager,
-                         "ratio": ours / eager, "max_abs_err": err})
-    print(f"{'model':10} {'batch':>5} {'ours ms':>10} {'torch ms':>10} {'ratio':>7} {'max |err|':>10}")
+    for name, batch, factory in cases(args.models, [int(b) for b in args.batches.split(",")]):
+        model, inputs = factory()
+        method = Runtime.get().load_program(export(model, inputs)).load_method("forward")
+        arrays = [x.numpy() for x in inputs]
+        with torch.no_grad():
+            ref = torch.utils._pytree.tree_leaves(model(*inputs))[0]
+            eager = median_ms(lambda: model(*inputs), args.repeat)
+        ours_out = method.execute(arrays)[0]
+        ours = median_ms(lambda: method.execute(arrays), args.repeat)
+        err = float((torch.from_numpy(ours_out) - ref).abs().max())
+        rows.append({"model": name, "batch": batch, "threads": args.threads, "ours_ms": ours, "torch_ms": eager,
+                     "ratio": ours / eager, "max_abs_err": err})
+        print(f"{name:28} {batch:5d} {ours:10.3f} {eager:10.3f} {ours / eager:7.2f} {err:10.2e}", flush=True)
+    print(f"\n{'model':28} {'batch':>5} {'ours ms':>10} {'torch ms':>10} {'ratio':>7} {'max |err|':>10}")
     for r in rows:
-        print(f"{r['model']:10} {r['batch']:5d} {r['ours_ms']:10.3f} {r['torch_ms']:10.3f} {r['ratio']:7.2f} {r['max_abs_err']:10.2e}")
+        print(f"{r['model']:28} {r['batch']:5d} {r['ours_ms']:10.3f} {r['torch_ms']:10.3f} {r['ratio']:7.2f} "
+              f"{r['max_abs_err']:10.2e}")
+    ratios = sorted(r["ratio"] for r in rows)
+    print(f"\n{len(rows)} cases; ratio median {ratios[len(ratios) // 2]:.2f}; slowest: " +
+          ", ".join(f"{r['model']} {r['ratio']:.2f}" for r in sorted(rows, key=lambda r: -r["ratio"])[:3]))
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=2))
     return 0

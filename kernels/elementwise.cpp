@@ -72,8 +72,9 @@ Error output_at(Args args, size_t i, const char* op, Tensor** out, Math* math) {
   ET_TRY(tensor_at(args, i, op, out));
   switch ((*out)->scalar_type()) {
     case ScalarType::Float: *math = Math::Float; break;
-    case ScalarType::Double: *math = Math::Double; break;
-    case ScalarType::Long: case ScalarType::Int: case ScalarType::Bool: case ScalarType::Byte: case ScalarType::Char:
+    case ScalarType::Double: case ScalarType::Half: case ScalarType::BFloat16: *math = Math::Double; break;
+    case ScalarType::Long: case ScalarType::Int: case ScalarType::Short: case ScalarType::Bool: case ScalarType::Byte:
+    case ScalarType::Char:
       *math = Math::Int;
       break;
     default:

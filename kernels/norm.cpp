@@ -216,11 +216,67 @@ Error group_norm(KernelRuntimeContext&, Args args) {
   return Error::Ok;
 }
 
+// _native_batch_norm_legit.no_stats(input, weight?, bias?, training, momentum, eps)
+//   -> (out, mean [C], rstd [C]): batch statistics of each channel over the batch and spatial
+// dimensions (instance norm reaches here with the batch folded into the channels).
+Error batch_norm_batch_stats(KernelRuntimeContext&, Args args) {
+  const char* op = "aten::_native_batch_norm_legit.no_stats";
+  ET_TRY(check_count(args, 9, op));
+  Tensor *in, *out, *mean, *rstd, *weight = nullptr, *bias = nullptr;
+  ET_TRY(tensor_at(args, 0, op, &in));
+  if (!args[1]->is_none()) ET_TRY(tensor_at(args, 1, op, &weight));
+  if (!args[2]->is_none()) ET_TRY(tensor_at(args, 2, op, &bias));
+  ET_TRY(tensor_at(args, 6, op, &out));
+  ET_TRY(tensor_at(args, 7, op, &mean));
+  ET_TRY(tensor_at(args, 8, op, &rstd));
+  double eps;
+  ET_TRY(double_at(args, 5, op, &eps));
+  for (const Tensor* t : {in, out, mean, rstd}) ET_TRY(check_dtype(*t, ScalarType::Float, op, "tensor"));
+  KCHECK(in->dim() >= 2 && same_shape(*in, *out), "%s: input needs a channel dimension", op);
+  const int64_t n = in->size(0), c = in->size(1), inner = n * c == 0 ? 0 : in->numel() / (n * c);
+  ET_TRY(check_numel(*mean, c, op, "mean"));
+  ET_TRY(check_numel(*rstd, c, op, "rstd"));
+  for (Tensor* t : {weight, bias}) {
+    if (t) {
+      ET_TRY(check_dtype(*t, ScalarType::Float, op, "weight/bias"));
+      ET_TRY(check_numel(*t, c, op, "weight/bias"));
+    }
+  }
+  const float* x = in->data_ptr<float>();
+  float* y = out->data_ptr<float>();
+  extension::threadpool::parallel_for(0, c, 1, [&](int64_t c0, int64_t c1) {
+    for (int64_t ch = c0; ch < c1; ++ch) {
+      double sum = 0, sq = 0;
+      for (int64_t b = 0; b < n; ++b) {
+        const float* xs = x + (b * c + ch) * inner;
+        for (int64_t i = 0; i < inner; ++i) sum += xs[i];
+      }
+      const double count = static_cast<double>(n * inner), mu = count ? sum / count : 0;
+      for (int64_t b = 0; b < n; ++b) {
+        const float* xs = x + (b * c + ch) * inner;
+        for (int64_t i = 0; i < inner; ++i) sq += (xs[i] - mu) * (xs[i] - mu);
+      }
+      const float r = static_cast<float>(1.0 / std::sqrt((count ? sq / count : 0) + eps));
+      mean->data_ptr<float>()[ch] = static_cast<float>(mu);
+      rstd->data_ptr<float>()[ch] = r;
+      const float scale = r * (weight ? weight->data_ptr<float>()[ch] : 1.f);
+      const float shift = (bias ? bias->data_ptr<float>()[ch] : 0.f) - static_cast<float>(mu) * scale;
+      for (int64_t b = 0; b < n; ++b) {
+        const float* xs = x + (b * c + ch) * inner;
+        float* ys = y + (b * c + ch) * inner;
+        for (int64_t i = 0; i < inner; ++i) ys[i] = xs[i] * scale + shift;
+      }
+    }
+  });
+  return Error::Ok;
+}
+
 const runtime::Kernel kKernels[] = {
     {"aten::_softmax", softmax},
     {"aten::_log_softmax", log_softmax},
     {"aten::native_layer_norm", layer_norm},
     {"aten::native_group_norm", group_norm},
+    {"aten::_native_batch_norm_legit.no_stats", batch_norm_batch_stats},
     {"aten::_native_batch_norm_legit_no_training", batch_norm},
 };
 

@@ -42,8 +42,15 @@ def _tokens(vocab: int, length: int = 16) -> torch.Tensor:
 
 
 def _seeded(build: Callable[[], torch.nn.Module]) -> torch.nn.Module:
+    """The module in eval mode, with parameters that its library initializes to zero (ViT's
+    classifier head, say) drawn at random, so that every output depends on the input."""
     torch.manual_seed(0)
-    return build().eval()
+    model = build().eval()
+    with torch.no_grad():
+        for p in model.parameters():
+            if p.numel() and not p.abs().max():
+                p.normal_(0, 0.02)
+    return model
 
 
 # torchvision ----------------------------------------------------------------------------------
@@ -80,6 +87,7 @@ def _hf(config_name: str, model_name: str, inputs: Callable[[Any], tuple[Any, ..
     """A transformers model from a small config; single-shot (use_cache=False: no KV cache object out)."""
 
     def factory():
+        import_torchvision()  # transformers imports it where it is installed
         import transformers
 
         cfg = getattr(transformers, config_name)(use_cache=False, **config)
@@ -114,6 +122,7 @@ def _features(cfg: Any) -> tuple[torch.Tensor]:
 
 def _timm(name: str, size: int = 96, **kwargs: Any) -> Factory:
     def factory():
+        import_torchvision()  # as timm does
         import timm
 
         model = _seeded(lambda: timm.create_model(name, pretrained=False, **kwargs))

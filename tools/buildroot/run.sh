@@ -83,7 +83,7 @@ resolve_python() {
 ensure_venv() {
   local want
   venv=$state/venvs/$(echo "$py_exe" | sha256sum | cut -c1-12)
-  want=$(stamp_of "$here/requirements.txt" "$here/run.sh" <(echo "$py_exe"))
+  want=$(stamp_of "$here/requirements.txt" "$here/models.txt" "$here/run.sh" <(echo "$py_exe"))
   [[ -f $venv/.executorch-ready && $(cat "$venv/.executorch-ready") == "$want" ]] && return
   log "creating the Python environment $venv on $py_exe (pip; first use)"
   rm -rf "$venv"
@@ -91,8 +91,9 @@ ensure_venv() {
   "$venv/bin/python" -m pip install -q --disable-pip-version-check -r "$here/requirements.txt" ||
     die "pip install into $venv failed"
   # torch is optional (exporter and end-to-end tests); its CPU build is taken only where it is on disk
-  # (pip's find-links): PyPI's default torch is a CUDA build of several GB.
-  "$venv/bin/python" -m pip install -q --disable-pip-version-check "torch==2.13.0+cpu" ||
+  # (pip's find-links): PyPI's default torch is a CUDA build of several GB. The model libraries of the
+  # real-model tests come in the same call, so that nothing replaces that torch.
+  "$venv/bin/python" -m pip install -q --disable-pip-version-check "torch==2.13.0+cpu" -r "$here/models.txt" ||
     log "no torch 2.13.0+cpu for $py_exe: tests that need torch will skip"
   echo "$want" >"$venv/.executorch-ready"
 }

@@ -74,6 +74,10 @@ class _Const:
     tensor: torch.Tensor
 
 
+# The result of an operator with no kernel: lowering goes on, to name every such operator at once.
+_MISSING = object()
+
+
 class _Lowering:
     def __init__(self, name: str, widen: torch.dtype | None) -> None:
         self.plan = Plan(name=name)
@@ -174,6 +178,8 @@ class _Lowering:
             if isinstance(ref, int):
                 self.use(ref, step)
                 return ref
+            if ref is _MISSING:
+                return self.add_value("null")
             raise ExportError(f"{where}: argument {value.name} has no single value")
         if isinstance(value, torch.Tensor):
             return self.constant_tensor(value)
@@ -226,6 +232,26 @@ def _decompositions() -> Any:
         if op in table:
             del table[op]
     return table
+
+
+# Input ranks the CPU kernels take, where an operator's schema allows more (checked at export, so a
+# configuration they cannot run is named here rather than when the program runs).
+_KERNEL_RANKS = {
+    torch.ops.aten.convolution.default: ((3, 4), "1-D or 2-D convolution; 3-D convolution is not supported"),
+    torch.ops.aten.max_pool2d_with_indices.default: ((4,), "2-D max pooling of a batched (4-D) input"),
+    torch.ops.aten.avg_pool2d.default: ((4,), "2-D average pooling of a batched (4-D) input"),
+    torch.ops.aten._adaptive_avg_pool2d.default: ((4,), "2-D adaptive pooling of a batched (4-D) input"),
+    torch.ops.aten.upsample_nearest2d.vec: ((4,), "2-D resampling of a batched (4-D) input"),
+    torch.ops.aten.upsample_bilinear2d.vec: ((4,), "2-D resampling of a batched (4-D) input"),
+    torch.ops.aten.upsample_bicubic2d.vec: ((4,), "2-D resampling of a batched (4-D) input"),
+}
+
+
+def _check_kernel_limits(node: torch.fx.Node, name: str) -> None:
+    limit = _KERNEL_RANKS.get(node.target)
+    first = node.args[0].meta.get("val") if node.args and isinstance(node.args[0], torch.fx.Node) else None
+    if limit and isinstance(first, torch.Tensor) and first.dim() not in limit[0]:
+        raise ExportError(f"node {node.name} ({name}): a {first.dim()}-D input; the CPU kernel runs {limit[1]}")
 
 
 def _schema_args(node: torch.fx.Node) -> list[Any]:
@@ -290,7 +316,7 @@ def _lower(ep: torch.export.ExportedProgram, name: str, supported: set[str],
         elif node.op == "call_function":
             if node.target is operator.getitem:
                 source, index = node.args
-                env[node] = env[source][index]
+                env[node] = _MISSING if env[source] is _MISSING else env[source][index]
                 continue
             if not isinstance(node.target, torch._ops.OpOverload):
                 raise ExportError(f"{where}: call to {node.target} is not an ATen operator")
@@ -314,6 +340,9 @@ def _lower(ep: torch.export.ExportedProgram, name: str, supported: set[str],
             op_index, full = low.operator(node.target)
             if full not in supported:
                 low.missing.setdefault(full, []).append(node.name)
+                env[node] = _MISSING
+                continue
+            _check_kernel_limits(node, full)
             widen = low.widen if low.widen is not None and node.target not in _DTYPE_AGNOSTIC else None
             step = len(low.plan.instructions)
             schema_args = _schema_args(node)
