@@ -17,9 +17,8 @@ Error optional_double_at(Args args, size_t i, const char* op, double fallback, d
   return Error::Ok;
 }
 
-// clamp(self, min?, max?): NaN stays NaN, as in PyTorch.
-Error clamp(KernelRuntimeContext&, Args args) {
-  const char* op = "aten::clamp";
+// op(self, lo, hi, out): NaN stays NaN, as in PyTorch. None bounds (clamp's) are open.
+Error clamp_between(Args args, const char* op) {
   ET_TRY(check_count(args, 4, op));
   double lo, hi;
   ET_TRY(optional_double_at(args, 1, op, -std::numeric_limits<double>::infinity(), &lo));
@@ -30,18 +29,9 @@ Error clamp(KernelRuntimeContext&, Args args) {
   });
 }
 
-// hardtanh(self, min_val, max_val): relu6 is hardtanh(0, 6).
-Error hardtanh(KernelRuntimeContext&, Args args) {
-  const char* op = "aten::hardtanh";
-  ET_TRY(check_count(args, 4, op));
-  double lo, hi;
-  ET_TRY(double_at(args, 1, op, &lo));
-  ET_TRY(double_at(args, 2, op, &hi));
-  return unary(args, op, 4, [lo, hi](auto x) {
-    using T = decltype(x);
-    return x != x ? x : std::min(std::max(x, static_cast<T>(lo)), static_cast<T>(hi));
-  });
-}
+// clamp(self, min?, max?); hardtanh(self, min_val, max_val), of which relu6 is hardtanh(0, 6).
+Error clamp(KernelRuntimeContext&, Args args) { return clamp_between(args, "aten::clamp"); }
+Error hardtanh(KernelRuntimeContext&, Args args) { return clamp_between(args, "aten::hardtanh"); }
 
 Error leaky_relu(KernelRuntimeContext&, Args args) {
   const char* op = "aten::leaky_relu";

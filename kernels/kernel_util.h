@@ -67,6 +67,14 @@ inline Error normalize_dim(int64_t dim, int64_t rank, const char* op, int64_t* o
   return Error::Ok;
 }
 
+// (outer, size, inner) of contiguous `t` around dimension `dim` (a 0-D tensor is one element).
+inline void split_at(const Tensor& t, int64_t dim, int64_t* outer, int64_t* size, int64_t* inner) {
+  *outer = 1, *inner = 1;
+  for (int64_t d = 0; d < dim; ++d) *outer *= t.size(static_cast<int>(d));
+  *size = t.dim() == 0 ? 1 : t.size(static_cast<int>(dim));
+  for (int64_t d = dim + 1; d < t.dim(); ++d) *inner *= t.size(static_cast<int>(d));
+}
+
 inline bool same_shape(const Tensor& a, const Tensor& b) {
   if (a.dim() != b.dim()) return false;
   for (int d = 0; d < a.dim(); ++d) {

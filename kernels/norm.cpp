@@ -8,14 +8,6 @@ namespace executorch {
 namespace kernels {
 namespace {
 
-// (outer, size, inner) of `t` around dimension `dim`.
-void split_at(const Tensor& t, int64_t dim, int64_t* outer, int64_t* size, int64_t* inner) {
-  *outer = 1, *inner = 1;
-  for (int64_t d = 0; d < dim; ++d) *outer *= t.size(static_cast<int>(d));
-  *size = t.dim() == 0 ? 1 : t.size(static_cast<int>(dim));
-  for (int64_t d = dim + 1; d < t.dim(); ++d) *inner *= t.size(static_cast<int>(d));
-}
-
 Error softmax_impl(Args args, const char* op, bool log) {
   ET_TRY(check_count(args, 4, op));
   Tensor *in, *out;

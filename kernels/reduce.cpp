@@ -184,9 +184,8 @@ Error cumulative(Args args, const char* op, bool product) {
   ET_TRY(normalize_dim(dim, in->dim(), op, &dim));
   KCHECK(is_supported_dtype(in->scalar_type()) && is_supported_dtype(out->scalar_type()), "%s: unsupported dtype", op);
   KCHECK(same_shape(*in, *out), "%s: output shape differs from the input's", op);
-  const int64_t len = in->dim() == 0 ? 1 : in->size(static_cast<int>(dim));
-  const int64_t inner = in->dim() == 0 ? 1 : in->strides()[dim];
-  const int64_t outer = len * inner == 0 ? 0 : in->numel() / (len * inner);
+  int64_t outer, len, inner;
+  split_at(*in, dim, &outer, &len, &inner);
   for (int64_t o = 0; o < outer; ++o) {
     for (int64_t i = 0; i < inner; ++i) {
       double acc = product ? 1 : 0;
@@ -208,11 +207,10 @@ Error order(const Tensor& in, Tensor& values, Tensor& indices, int64_t dim, int6
             const char* op) {
   KCHECK(is_supported_dtype(in.scalar_type()) && values.scalar_type() == in.scalar_type(), "%s: dtype mismatch", op);
   ET_TRY(check_dtype(indices, ScalarType::Long, op, "indices"));
-  const int64_t len = in.dim() == 0 ? 1 : in.size(static_cast<int>(dim));
+  int64_t outer, len, inner;
+  split_at(in, dim, &outer, &len, &inner);
   KCHECK(k >= 0 && k <= len, "%s: k %lld is out of range for a dimension of %lld", op, static_cast<long long>(k),
          static_cast<long long>(len));
-  const int64_t inner = in.dim() == 0 ? 1 : in.strides()[dim];
-  const int64_t outer = len * inner == 0 ? 0 : in.numel() / (len * inner);
   ET_TRY(check_numel(values, outer * inner * k, op, "values"));
   ET_TRY(check_numel(indices, outer * inner * k, op, "indices"));
   std::vector<std::pair<double, int64_t>> row(static_cast<size_t>(len));
