@@ -344,11 +344,58 @@ Error adaptive_avg_pool2d(KernelRuntimeContext&, Args args) {
   return Error::Ok;
 }
 
+// adaptive_max_pool2d(self, output_size) -> (out, indices): the maximum of each adaptive window (the
+// same windows as the average above); indices are flat within each plane, the first maximum wins.
+Error adaptive_max_pool2d(KernelRuntimeContext&, Args args) {
+  const char* op = "aten::adaptive_max_pool2d";
+  ET_TRY(check_count(args, 4, op));
+  Tensor *in, *out, *idx;
+  ET_TRY(tensor_at(args, 0, op, &in));
+  ET_TRY(tensor_at(args, 2, op, &out));
+  ET_TRY(tensor_at(args, 3, op, &idx));
+  int64_t os[2];
+  ET_TRY(pair_at(args, 1, op, "output_size", 1, os));
+  KCHECK(in->dim() == 4 && os[0] > 0 && os[1] > 0, "%s: 4-D input and positive output size required", op);
+  ET_TRY(check_dtype(*in, ScalarType::Float, op, "input"));
+  ET_TRY(check_dtype(*out, ScalarType::Float, op, "output"));
+  ET_TRY(check_dtype(*idx, ScalarType::Long, op, "indices"));
+  const int64_t n = in->size(0), c = in->size(1), h = in->size(2), w = in->size(3);
+  KCHECK(h > 0 && w > 0, "%s: empty input plane", op);
+  ET_TRY(check_out4(*out, n, c, os[0], os[1], op));
+  ET_TRY(check_out4(*idx, n, c, os[0], os[1], op));
+  const float* x = in->data_ptr<float>();
+  float* y = out->data_ptr<float>();
+  int64_t* yi = idx->data_ptr<int64_t>();
+  extension::threadpool::parallel_for(0, n * c, 1, [&](int64_t p0, int64_t p1) {
+    for (int64_t plane = p0; plane < p1; ++plane) {
+      const float* xp = x + plane * h * w;
+      for (int64_t oy = 0; oy < os[0]; ++oy) {
+        const int64_t ya = oy * h / os[0], yb = ((oy + 1) * h + os[0] - 1) / os[0];
+        for (int64_t ox = 0; ox < os[1]; ++ox) {
+          const int64_t xa = ox * w / os[1], xb = ((ox + 1) * w + os[1] - 1) / os[1];
+          float best = xp[ya * w + xa];
+          int64_t best_i = ya * w + xa;
+          for (int64_t iy = ya; iy < yb; ++iy) {
+            for (int64_t ix = xa; ix < xb; ++ix) {
+              const float v = xp[iy * w + ix];
+              if (v > best || (v != v && best == best)) best = v, best_i = iy * w + ix;
+            }
+          }
+          y[(plane * os[0] + oy) * os[1] + ox] = best;
+          yi[(plane * os[0] + oy) * os[1] + ox] = best_i;
+        }
+      }
+    }
+  });
+  return Error::Ok;
+}
+
 const runtime::Kernel kKernels[] = {
     {"aten::convolution", convolution},
     {"aten::max_pool2d_with_indices", max_pool2d},
     {"aten::avg_pool2d", avg_pool2d},
     {"aten::_adaptive_avg_pool2d", adaptive_avg_pool2d},
+    {"aten::adaptive_max_pool2d", adaptive_max_pool2d},
 };
 
 const bool registered = runtime::register_kernels({kKernels, sizeof(kKernels) / sizeof(kKernels[0])}) == Error::Ok;

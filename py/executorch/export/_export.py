@@ -241,6 +241,7 @@ _KERNEL_RANKS = {
     torch.ops.aten.max_pool2d_with_indices.default: ((4,), "2-D max pooling of a batched (4-D) input"),
     torch.ops.aten.avg_pool2d.default: ((4,), "2-D average pooling of a batched (4-D) input"),
     torch.ops.aten._adaptive_avg_pool2d.default: ((4,), "2-D adaptive pooling of a batched (4-D) input"),
+    torch.ops.aten.adaptive_max_pool2d.default: ((4,), "2-D adaptive pooling of a batched (4-D) input"),
     torch.ops.aten.upsample_nearest2d.vec: ((4,), "2-D resampling of a batched (4-D) input"),
     torch.ops.aten.upsample_bilinear2d.vec: ((4,), "2-D resampling of a batched (4-D) input"),
     torch.ops.aten.upsample_bicubic2d.vec: ((4,), "2-D resampling of a batched (4-D) input"),
