@@ -45,7 +45,10 @@ Error check_shapes(const Tensor& q, const Tensor& k, const Tensor& v, const Tens
            "%s: enable_gqa needs query heads (%lld) to be a multiple of key/value heads (%lld)", kOp,
            static_cast<long long>(s->q_heads), static_cast<long long>(s->kv_heads));
   } else {
-    KCHECK(s->kv_heads == s->q_heads, "%s: query has %lld heads, key/value %lld (enable_gqa is false)", kOp,
+    // One key/value head broadcasts over the query's heads (multi-query attention written without
+    // enable_gqa, as Falcon does).
+    KCHECK(s->kv_heads == s->q_heads || s->kv_heads == 1,
+           "%s: query has %lld heads, key/value %lld (enable_gqa is false, and they do not broadcast)", kOp,
            static_cast<long long>(s->q_heads), static_cast<long long>(s->kv_heads));
   }
   KCHECK(out.size(r - 3) == s->q_heads && out.size(r - 2) == s->q_len && out.size(r - 1) == s->value_dim,

@@ -1,5 +1,8 @@
-// 1-D and 2-D convolution (im2col + sgemm; transposed through col2im; depthwise directly) and pooling.
+// Convolution (im2col + sgemm; transposed through col2im; depthwise directly) and pooling, in 1-D,
+// 2-D and 3-D. Every kernel works on three spatial dimensions (depth, height, width): a 2-D shape has
+// depth 1, a 1-D shape height 1 as well, so one body serves all three ranks.
 #include <algorithm>
+#include <array>
 #include <cfloat>
 #include <vector>
 
@@ -10,69 +13,87 @@ namespace executorch {
 namespace kernels {
 namespace {
 
-// Two spatial parameters from an int list of one or two entries.
-Error pair_at(Args args, size_t i, const char* op, const char* what, int64_t fallback, int64_t out[2]) {
+constexpr int kDims = 3;
+using Dims = std::array<int64_t, kDims>;
+
+int64_t volume(const Dims& d) { return d[0] * d[1] * d[2]; }
+
+// The trailing `nd` sizes of `t`, right-aligned into three.
+Dims spatial(const Tensor& t, int nd) {
+  Dims d{1, 1, 1};
+  for (int i = 0; i < nd; ++i) d[kDims - nd + i] = t.size(t.dim() - nd + i);
+  return d;
+}
+
+// An int list of `nd` spatial parameters, right-aligned into three: one entry applies to every
+// dimension, none gives `empty`, and the dimensions a lower rank lacks get `unused`.
+Error dims_at(Args args, size_t i, const char* op, const char* what, int nd, int64_t empty, int64_t unused, Dims* out) {
   Span<const int64_t> v;
   ET_TRY(int_list_at(args, i, op, &v));
-  if (v.size() == 0) {
-    out[0] = out[1] = fallback;
-  } else {
-    KCHECK(v.size() == 1 || v.size() == 2, "%s: %s must have 1 or 2 entries", op, what);
-    out[0] = v[0];
-    out[1] = v.size() == 2 ? v[1] : v[0];
-  }
+  KCHECK(v.size() <= 1 || v.size() == static_cast<size_t>(nd), "%s: %s must have 1 or %d entries", op, what, nd);
   // Real windows are small; the bound keeps the output-size arithmetic from overflowing.
   constexpr int64_t kMaxWindow = int64_t{1} << 20;
-  KCHECK(out[0] >= -kMaxWindow && out[0] <= kMaxWindow && out[1] >= -kMaxWindow && out[1] <= kMaxWindow,
-         "%s: %s out of range", op, what);
+  for (int d = 0; d < kDims; ++d) {
+    const int j = d - (kDims - nd);
+    const int64_t x = j < 0 ? unused : v.size() == 0 ? empty : v[v.size() == 1 ? 0 : j];
+    KCHECK(x >= -kMaxWindow && x <= kMaxWindow, "%s: %s out of range", op, what);
+    (*out)[d] = x;
+  }
   return Error::Ok;
 }
 
-Error check_out4(const Tensor& out, int64_t n, int64_t c, int64_t h, int64_t w, const char* op) {
-  KCHECK(out.dim() == 4 && out.size(0) == n && out.size(1) == c && out.size(2) == h && out.size(3) == w,
-         "%s: output shape does not match [%lld, %lld, %lld, %lld]", op, static_cast<long long>(n),
-         static_cast<long long>(c), static_cast<long long>(h), static_cast<long long>(w));
+// `out` has `like`'s rank and leading (batch, channel) sizes, except channel `c` when c >= 0, and
+// spatial sizes `o`.
+Error check_out(const Tensor& out, const Tensor& like, int nd, int64_t c, const Dims& o, const char* op) {
+  bool ok = out.dim() == like.dim();
+  for (int d = 0; ok && d < like.dim() - nd; ++d) {
+    ok = out.size(d) == (c >= 0 && d == like.dim() - nd - 1 ? c : like.size(d));
+  }
+  ok = ok && spatial(out, nd) == o;
+  KCHECK(ok, "%s: the planned output's shape does not match the input and window (spatial %lld x %lld x %lld)", op,
+         static_cast<long long>(o[0]), static_cast<long long>(o[1]), static_cast<long long>(o[2]));
   return Error::Ok;
 }
 
-// Spatial parameters of a 1-D or 2-D convolution as two (height, width) entries: a 1-D list
-// describes the width of a height-1 image.
-Error conv_pair_at(Args args, size_t i, const char* op, const char* what, int64_t fallback, bool one_d, int64_t out[2]) {
-  ET_TRY(pair_at(args, i, op, what, fallback, out));
-  if (one_d) out[0] = fallback == 1 ? 1 : 0;
-  return Error::Ok;
-}
+struct Window {
+  Dims stride, pad, dil;
+};
 
 // Depthwise (one input channel per group): each output channel is a small stencil over its input
-// plane, computed directly rather than through im2col and a GEMM of depth kh * kw.
-void depthwise(const float* x, const float* wt, const float* bias, float* y, int64_t n, int64_t c, int64_t h,
-               int64_t wd, int64_t oc, int64_t kh, int64_t kw, int64_t oh, int64_t ow, const int64_t* stride,
-               const int64_t* pad, const int64_t* dil) {
-  const int64_t mult = oc / c;
+// volume, computed directly rather than through im2col and a GEMM of depth kd * kh * kw.
+void depthwise(const float* x, const float* wt, const float* bias, float* y, int64_t n, int64_t c, int64_t oc,
+               const Dims& in, const Dims& k, const Dims& o, const Window& win) {
+  const int64_t mult = oc / c, in_vol = volume(in), out_vol = volume(o), k_vol = volume(k);
+  const Dims &s = win.stride, &p = win.pad, &d = win.dil;
   extension::threadpool::parallel_for(0, n * oc, 1, [&](int64_t p0, int64_t p1) {
-    for (int64_t p = p0; p < p1; ++p) {
-      const int64_t b = p / oc, o = p % oc;
-      const float* xp = x + (b * c + o / mult) * h * wd;
-      const float* wp = wt + o * kh * kw;
-      float* yp = y + p * oh * ow;
-      const float b0 = bias ? bias[o] : 0.f;
-      for (int64_t i = 0; i < oh * ow; ++i) yp[i] = b0;
-      for (int64_t ky = 0; ky < kh; ++ky) {
-        for (int64_t kx = 0; kx < kw; ++kx) {
-          const float wv = wp[ky * kw + kx];
-          // Output columns whose input column lies inside the image.
-          const int64_t off = kx * dil[1] - pad[1];
-          const int64_t x_lo = off >= 0 ? 0 : (-off + stride[1] - 1) / stride[1];
-          const int64_t x_hi = wd - off <= 0 ? 0 : std::min(ow, (wd - off + stride[1] - 1) / stride[1]);
-          for (int64_t oy = 0; oy < oh; ++oy) {
-            const int64_t iy = oy * stride[0] - pad[0] + ky * dil[0];
-            if (iy < 0 || iy >= h) continue;
-            const float* row = xp + iy * wd + off;
-            float* out = yp + oy * ow;
-            if (stride[1] == 1) {
-              for (int64_t ox = x_lo; ox < x_hi; ++ox) out[ox] += wv * row[ox];
-            } else {
-              for (int64_t ox = x_lo; ox < x_hi; ++ox) out[ox] += wv * row[ox * stride[1]];
+    for (int64_t plane = p0; plane < p1; ++plane) {
+      const int64_t b = plane / oc, oc_i = plane % oc;
+      const float* xp = x + (b * c + oc_i / mult) * in_vol;
+      const float* wp = wt + oc_i * k_vol;
+      float* yp = y + plane * out_vol;
+      std::fill(yp, yp + out_vol, bias ? bias[oc_i] : 0.f);
+      for (int64_t kz = 0; kz < k[0]; ++kz) {
+        for (int64_t ky = 0; ky < k[1]; ++ky) {
+          for (int64_t kx = 0; kx < k[2]; ++kx) {
+            const float wv = wp[(kz * k[1] + ky) * k[2] + kx];
+            // Output columns whose input column lies inside the volume.
+            const int64_t off = kx * d[2] - p[2];
+            const int64_t x_lo = off >= 0 ? 0 : (-off + s[2] - 1) / s[2];
+            const int64_t x_hi = in[2] - off <= 0 ? 0 : std::min(o[2], (in[2] - off + s[2] - 1) / s[2]);
+            for (int64_t oz = 0; oz < o[0]; ++oz) {
+              const int64_t iz = oz * s[0] - p[0] + kz * d[0];
+              if (iz < 0 || iz >= in[0]) continue;
+              for (int64_t oy = 0; oy < o[1]; ++oy) {
+                const int64_t iy = oy * s[1] - p[1] + ky * d[1];
+                if (iy < 0 || iy >= in[1]) continue;
+                const float* row = xp + (iz * in[1] + iy) * in[2] + off;
+                float* out = yp + (oz * o[1] + oy) * o[2];
+                if (s[2] == 1) {
+                  for (int64_t ox = x_lo; ox < x_hi; ++ox) out[ox] += wv * row[ox];
+                } else {
+                  for (int64_t ox = x_lo; ox < x_hi; ++ox) out[ox] += wv * row[ox * s[2]];
+                }
+              }
             }
           }
         }
@@ -81,8 +102,75 @@ void depthwise(const float* x, const float* wt, const float* bias, float* y, int
   });
 }
 
+// The column matrix keeps at most this many floats; larger problems go through it in slices of
+// output lines, so a 3-D convolution does not need gigabytes of scratch.
+constexpr int64_t kColumnBudget = int64_t{1} << 22;
+
+int64_t lines_per_slice(int64_t rows, int64_t line, int64_t lines) {
+  return std::max<int64_t>(1, std::min(lines, kColumnBudget / std::max<int64_t>(1, rows * line)));
+}
+
+// Column rows (ci, kz, ky, kx) for output lines [l0, l1) (a line is one (oz, oy) pair: o[2] columns).
+void im2col(const float* xg, float* dst, int64_t rows, int64_t l0, int64_t l1, const Dims& in, const Dims& k,
+            const Dims& o, const Window& win) {
+  const int64_t cols = (l1 - l0) * o[2], k_vol = volume(k), in_vol = volume(in);
+  const Dims &s = win.stride, &p = win.pad, &d = win.dil;
+  extension::threadpool::parallel_for(0, rows, 8, [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      const int64_t ci = r / k_vol, kz = r % k_vol / (k[1] * k[2]), ky = r / k[2] % k[1], kx = r % k[2];
+      const float* xc = xg + ci * in_vol;
+      for (int64_t l = l0; l < l1; ++l) {
+        float* line = dst + r * cols + (l - l0) * o[2];
+        const int64_t iz = l / o[1] * s[0] - p[0] + kz * d[0], iy = l % o[1] * s[1] - p[1] + ky * d[1];
+        if (iz < 0 || iz >= in[0] || iy < 0 || iy >= in[1]) {
+          std::fill(line, line + o[2], 0.f);
+          continue;
+        }
+        const float* src = xc + (iz * in[1] + iy) * in[2];
+        for (int64_t ox = 0; ox < o[2]; ++ox) {
+          const int64_t ix = ox * s[2] - p[2] + kx * d[2];
+          line[ox] = ix >= 0 && ix < in[2] ? src[ix] : 0.f;
+        }
+      }
+    }
+  });
+}
+
+// Transposed convolution of one group: columns [ocg * k_vol, input positions] = weight_g^T x_g, in
+// slices of input lines, each scattered into the output.
+void transposed_group(const float* xg, const float* wg, float* yg, int64_t cg, int64_t ocg, const Dims& in,
+                      const Dims& k, const Dims& o, const Window& win, std::vector<float>* col) {
+  const int64_t k_vol = volume(k), rows = ocg * k_vol, in_vol = volume(in), out_vol = volume(o);
+  const int64_t lines = in[0] * in[1], step = lines_per_slice(rows, in[2], lines);
+  const Dims &s = win.stride, &p = win.pad, &d = win.dil;
+  col->resize(static_cast<size_t>(rows * step * in[2]));
+  for (int64_t l0 = 0; l0 < lines; l0 += step) {
+    const int64_t l1 = std::min(lines, l0 + step), cols = (l1 - l0) * in[2];
+    sgemm(rows, cols, cg, 1.f, wg, 1, rows, xg + l0 * in[2], in_vol, 1, 0.f, col->data(), cols);
+    extension::threadpool::parallel_for(0, ocg, 1, [&](int64_t o0, int64_t o1) {
+      for (int64_t oc_i = o0; oc_i < o1; ++oc_i) {
+        float* yo = yg + oc_i * out_vol;
+        for (int64_t kk = 0; kk < k_vol; ++kk) {
+          const int64_t kz = kk / (k[1] * k[2]), ky = kk / k[2] % k[1], kx = kk % k[2];
+          const float* src = col->data() + (oc_i * k_vol + kk) * cols;
+          for (int64_t l = l0; l < l1; ++l) {
+            const int64_t oz = l / in[1] * s[0] - p[0] + kz * d[0], oy = l % in[1] * s[1] - p[1] + ky * d[1];
+            if (oz < 0 || oz >= o[0] || oy < 0 || oy >= o[1]) continue;
+            float* out = yo + (oz * o[1] + oy) * o[2];
+            const float* line = src + (l - l0) * in[2];
+            for (int64_t ix = 0; ix < in[2]; ++ix) {
+              const int64_t ox = ix * s[2] - p[2] + kx * d[2];
+              if (ox >= 0 && ox < o[2]) out[ox] += line[ix];
+            }
+          }
+        }
+      }
+    });
+  }
+}
+
 // convolution(input, weight, bias?, stride, padding, dilation, transposed, output_padding, groups):
-// 1-D and 2-D, plain and transposed, any groups.
+// 1-D, 2-D and 3-D (the weight's rank says which), plain and transposed, any groups, batched or not.
 Error convolution(KernelRuntimeContext&, Args args) {
   const char* op = "aten::convolution";
   ET_TRY(check_count(args, 10, op));
@@ -91,36 +179,37 @@ Error convolution(KernelRuntimeContext&, Args args) {
   ET_TRY(tensor_at(args, 1, op, &w));
   if (!args[2]->is_none()) ET_TRY(tensor_at(args, 2, op, &bias));
   ET_TRY(tensor_at(args, 9, op, &out));
-  KCHECK((in->dim() == 4 || in->dim() == 3) && w->dim() == in->dim() && out->dim() == in->dim(),
-         "%s: 1-D or 2-D convolution (3-D or 4-D input and weight) is supported, got a %d-D input", op, in->dim());
-  const bool one_d = in->dim() == 3;
-  int64_t stride[2], pad[2], dil[2], out_pad[2], transposed, groups;
-  ET_TRY(conv_pair_at(args, 3, op, "stride", 1, one_d, stride));
-  ET_TRY(conv_pair_at(args, 4, op, "padding", 0, one_d, pad));
-  ET_TRY(conv_pair_at(args, 5, op, "dilation", 1, one_d, dil));
+  const int nd = w->dim() - 2;
+  KCHECK(nd >= 1 && nd <= kDims && (in->dim() == nd + 2 || in->dim() == nd + 1),
+         "%s: 1-D, 2-D or 3-D convolution is supported, got a %d-D weight and a %d-D input", op, w->dim(), in->dim());
+  Window win;
+  Dims out_pad;
+  int64_t transposed, groups;
+  ET_TRY(dims_at(args, 3, op, "stride", nd, 1, 1, &win.stride));
+  ET_TRY(dims_at(args, 4, op, "padding", nd, 0, 0, &win.pad));
+  ET_TRY(dims_at(args, 5, op, "dilation", nd, 1, 1, &win.dil));
   ET_TRY(int_at(args, 6, op, &transposed));
-  ET_TRY(conv_pair_at(args, 7, op, "output_padding", 0, one_d, out_pad));
+  ET_TRY(dims_at(args, 7, op, "output_padding", nd, 0, 0, &out_pad));
   ET_TRY(int_at(args, 8, op, &groups));
   for (const Tensor* t : {in, w, out}) ET_TRY(check_dtype(*t, ScalarType::Float, op, "tensor"));
-  auto size = [one_d](const Tensor& t, int d) { return one_d ? (d == 2 ? 1 : t.size(d == 3 ? 2 : d)) : t.size(d); };
-  const int64_t n = in->size(0), c = in->size(1), h = size(*in, 2), wd = size(*in, 3);
-  const int64_t kh = size(*w, 2), kw = size(*w, 3);
-  // Weight: [oc, c / groups, kh, kw], or transposed [c, oc / groups, kh, kw].
+  const bool batched = in->dim() == nd + 2;
+  const int64_t n = batched ? in->size(0) : 1, c = in->size(batched ? 1 : 0);
+  const Dims is = spatial(*in, nd), k = spatial(*w, nd);
+  // Weight: [oc, c / groups, k...], or transposed [c, oc / groups, k...].
   const int64_t oc = transposed ? w->size(1) * groups : w->size(0);
   KCHECK(groups >= 1 && c % groups == 0 && oc % groups == 0 && (transposed ? w->size(0) == c : w->size(1) == c / groups),
          "%s: channels (%lld in, %lld out, weight %lld) do not split into %lld groups", op, static_cast<long long>(c),
          static_cast<long long>(oc), static_cast<long long>(w->size(1)), static_cast<long long>(groups));
-  KCHECK(stride[0] > 0 && stride[1] > 0 && dil[0] > 0 && dil[1] > 0 && pad[0] >= 0 && pad[1] >= 0 && out_pad[0] >= 0 &&
-             out_pad[1] >= 0,
-         "%s: stride and dilation must be positive, padding non-negative", op);
-  const int64_t oh = transposed ? (h - 1) * stride[0] - 2 * pad[0] + dil[0] * (kh - 1) + out_pad[0] + 1
-                                : (h + 2 * pad[0] - dil[0] * (kh - 1) - 1) / stride[0] + 1;
-  const int64_t ow = transposed ? (wd - 1) * stride[1] - 2 * pad[1] + dil[1] * (kw - 1) + out_pad[1] + 1
-                                : (wd + 2 * pad[1] - dil[1] * (kw - 1) - 1) / stride[1] + 1;
-  KCHECK(oh > 0 && ow > 0, "%s: kernel larger than the padded input", op);
-  KCHECK(out->size(0) == n && out->size(1) == oc && size(*out, 2) == oh && size(*out, 3) == ow,
-         "%s: output shape does not match [%lld, %lld, %lld, %lld]", op, static_cast<long long>(n),
-         static_cast<long long>(oc), static_cast<long long>(oh), static_cast<long long>(ow));
+  Dims os;
+  for (int d = 0; d < kDims; ++d) {
+    KCHECK(win.stride[d] > 0 && win.dil[d] > 0 && win.pad[d] >= 0 && out_pad[d] >= 0,
+           "%s: stride and dilation must be positive, padding non-negative", op);
+    const int64_t span = win.dil[d] * (k[d] - 1);
+    os[d] = transposed ? (is[d] - 1) * win.stride[d] - 2 * win.pad[d] + span + out_pad[d] + 1
+                       : (is[d] + 2 * win.pad[d] - span - 1) / win.stride[d] + 1;
+    KCHECK(os[d] > 0, "%s: kernel larger than the padded input", op);
+  }
+  ET_TRY(check_out(*out, *in, nd, oc, os, op));
   if (bias) {
     ET_TRY(check_dtype(*bias, ScalarType::Float, op, "bias"));
     ET_TRY(check_numel(*bias, oc, op, "bias"));
@@ -129,73 +218,65 @@ Error convolution(KernelRuntimeContext&, Args args) {
   const float* wt = w->data_ptr<float>();
   float* y = out->data_ptr<float>();
   const float* bp = bias ? bias->data_ptr<float>() : nullptr;
-  const int64_t cg = c / groups, ocg = oc / groups;
+  const int64_t cg = c / groups, ocg = oc / groups, in_vol = volume(is), out_vol = volume(os), k_vol = volume(k);
   if (!transposed && cg == 1 && groups > 1) {
-    depthwise(x, wt, bp, y, n, c, h, wd, oc, kh, kw, oh, ow, stride, pad, dil);
+    depthwise(x, wt, bp, y, n, c, oc, is, k, os, win);
     return Error::Ok;
   }
+  std::vector<float> col;
   if (transposed) {
-    // Per group: columns [ocg * kh * kw, h * w] = weight_g^T x_g, then scattered into the output.
-    const int64_t rows = ocg * kh * kw, cols = h * wd;
-    std::vector<float> col(static_cast<size_t>(rows * cols));
     for (int64_t b = 0; b < n; ++b) {
-      float* yb = y + b * oc * oh * ow;
-      for (int64_t o = 0; o < oc; ++o) std::fill(yb + o * oh * ow, yb + (o + 1) * oh * ow, bp ? bp[o] : 0.f);
+      float* yb = y + b * oc * out_vol;
+      for (int64_t o = 0; o < oc; ++o) std::fill(yb + o * out_vol, yb + (o + 1) * out_vol, bp ? bp[o] : 0.f);
       for (int64_t g = 0; g < groups; ++g) {
-        sgemm(rows, cols, cg, 1.f, wt + g * cg * rows, 1, rows, x + (b * c + g * cg) * cols, cols, 1, 0.f, col.data(),
-              cols);
-        extension::threadpool::parallel_for(0, ocg, 1, [&](int64_t o0, int64_t o1) {
-          for (int64_t o = o0; o < o1; ++o) {
-            float* yo = yb + (g * ocg + o) * oh * ow;
-            for (int64_t ky = 0; ky < kh; ++ky) {
-              for (int64_t kx = 0; kx < kw; ++kx) {
-                const float* src = col.data() + ((o * kh + ky) * kw + kx) * cols;
-                for (int64_t iy = 0; iy < h; ++iy) {
-                  const int64_t oy = iy * stride[0] - pad[0] + ky * dil[0];
-                  if (oy < 0 || oy >= oh) continue;
-                  for (int64_t ix = 0; ix < wd; ++ix) {
-                    const int64_t ox = ix * stride[1] - pad[1] + kx * dil[1];
-                    if (ox >= 0 && ox < ow) yo[oy * ow + ox] += src[iy * wd + ix];
-                  }
-                }
-              }
-            }
-          }
-        });
+        transposed_group(x + (b * c + g * cg) * in_vol, wt + g * cg * ocg * k_vol, yb + g * ocg * out_vol, cg, ocg, is,
+                         k, os, win, &col);
       }
     }
     return Error::Ok;
   }
-  const int64_t rows = cg * kh * kw, cols = oh * ow;
-  const bool direct = kh == 1 && kw == 1 && stride[0] == 1 && stride[1] == 1 && pad[0] == 0 && pad[1] == 0;
-  std::vector<float> col(direct ? 0 : static_cast<size_t>(rows * cols));
+  const int64_t rows = cg * k_vol, lines = os[0] * os[1];
+  bool direct = k_vol == 1;
+  for (int d = 0; d < kDims; ++d) direct = direct && win.stride[d] == 1 && win.pad[d] == 0;
+  const int64_t step = direct ? lines : lines_per_slice(rows, os[2], lines);
+  if (!direct) col.resize(static_cast<size_t>(rows * step * os[2]));
   for (int64_t b = 0; b < n; ++b) {
     for (int64_t g = 0; g < groups; ++g) {
-      const float* xg = x + (b * c + g * cg) * h * wd;
-      const float* src = xg;
-      if (!direct) {
-        extension::threadpool::parallel_for(0, rows, 8, [&](int64_t r0, int64_t r1) {
-          for (int64_t r = r0; r < r1; ++r) {
-            const int64_t ci = r / (kh * kw), ky = (r / kw) % kh, kx = r % kw;
-            float* dst = col.data() + r * cols;
-            for (int64_t oy = 0; oy < oh; ++oy) {
-              const int64_t iy = oy * stride[0] - pad[0] + ky * dil[0];
-              for (int64_t ox = 0; ox < ow; ++ox) {
-                const int64_t ix = ox * stride[1] - pad[1] + kx * dil[1];
-                dst[oy * ow + ox] = (iy >= 0 && iy < h && ix >= 0 && ix < wd) ? xg[(ci * h + iy) * wd + ix] : 0.f;
-              }
-            }
-          }
-        });
-        src = col.data();
-      }
-      float* yg = y + (b * oc + g * ocg) * cols;
+      const float* xg = x + (b * c + g * cg) * in_vol;
+      float* yg = y + (b * oc + g * ocg) * out_vol;
       if (bp) {
-        for (int64_t o = 0; o < ocg; ++o) std::fill(yg + o * cols, yg + (o + 1) * cols, bp[g * ocg + o]);
+        for (int64_t o = 0; o < ocg; ++o) std::fill(yg + o * out_vol, yg + (o + 1) * out_vol, bp[g * ocg + o]);
       }
-      sgemm(ocg, cols, rows, 1.f, wt + g * ocg * rows, rows, 1, src, cols, 1, bp ? 1.f : 0.f, yg, cols);
+      for (int64_t l0 = 0; l0 < lines; l0 += step) {
+        const int64_t l1 = std::min(lines, l0 + step), cols = (l1 - l0) * os[2];
+        const float* src = xg + l0 * os[2];
+        if (!direct) {
+          im2col(xg, col.data(), rows, l0, l1, is, k, os, win);
+          src = col.data();
+        }
+        sgemm(ocg, cols, rows, 1.f, wt + g * ocg * rows, rows, 1, src, direct ? out_vol : cols, 1, bp ? 1.f : 0.f,
+              yg + l0 * os[2], out_vol);
+      }
     }
   }
+  return Error::Ok;
+}
+
+// Pooling treats every leading (batch, channel) index as an independent plane of `in` sizes.
+struct Pool {
+  int nd;
+  int64_t planes;
+  Dims in;
+};
+
+Error pool_input(const Tensor& t, int nd, const char* op, Pool* p) {
+  KCHECK(t.dim() == nd + 1 || t.dim() == nd + 2, "%s: input must be %d-D or %d-D, got %d-D", op, nd + 1, nd + 2,
+         t.dim());
+  ET_TRY(check_dtype(t, ScalarType::Float, op, "input"));
+  p->nd = nd;
+  p->planes = 1;
+  for (int d = 0; d < t.dim() - nd; ++d) p->planes *= t.size(d);
+  p->in = spatial(t, nd);
   return Error::Ok;
 }
 
@@ -207,195 +288,244 @@ int64_t pool_out_size(int64_t in, int64_t k, int64_t s, int64_t p, int64_t d, bo
   return out;
 }
 
-// max_pool2d_with_indices(self, kernel_size, stride, padding, dilation, ceil_mode) -> (out, indices)
-Error max_pool2d(KernelRuntimeContext&, Args args) {
-  const char* op = "aten::max_pool2d_with_indices";
+// Kernel, stride (defaulting to the kernel), padding and dilation of a strided pooling window.
+struct PoolWindow {
+  Dims k;
+  Window w;
+  int64_t ceil_mode;
+};
+
+Error pool_window_at(Args args, const char* op, int nd, bool dilated, PoolWindow* pw) {
+  ET_TRY(dims_at(args, 1, op, "kernel_size", nd, 1, 1, &pw->k));
+  ET_TRY(dims_at(args, 2, op, "stride", nd, 0, 1, &pw->w.stride));
+  ET_TRY(dims_at(args, 3, op, "padding", nd, 0, 0, &pw->w.pad));
+  if (dilated) {
+    ET_TRY(dims_at(args, 4, op, "dilation", nd, 1, 1, &pw->w.dil));
+  } else {
+    pw->w.dil = Dims{1, 1, 1};
+  }
+  ET_TRY(int_at(args, dilated ? 5 : 4, op, &pw->ceil_mode));
+  for (int d = 0; d < kDims; ++d) {
+    if (pw->w.stride[d] == 0) pw->w.stride[d] = pw->k[d];
+    KCHECK(pw->k[d] > 0 && pw->w.stride[d] > 0 && pw->w.dil[d] > 0 && pw->w.pad[d] >= 0 && 2 * pw->w.pad[d] <= pw->k[d],
+           "%s: invalid kernel, stride, padding or dilation", op);
+  }
+  return Error::Ok;
+}
+
+Dims pool_out(const Pool& p, const PoolWindow& pw) {
+  Dims o;
+  for (int d = 0; d < kDims; ++d) {
+    o[d] = pool_out_size(p.in[d], pw.k[d], pw.w.stride[d], pw.w.pad[d], pw.w.dil[d], pw.ceil_mode);
+  }
+  return o;
+}
+
+// One axis of a window: input indices start + i * step for i in [lo, hi), all inside the input.
+struct Axis {
+  int64_t start, step, lo, hi;
+};
+
+Axis strided_axis(int64_t o, int64_t k, int64_t s, int64_t p, int64_t d, int64_t in) {
+  const int64_t start = o * s - p;
+  const int64_t lo = start >= 0 ? 0 : (-start + d - 1) / d;
+  const int64_t hi = start >= in ? 0 : std::min(k, (in - 1 - start) / d + 1);
+  return {start, d, lo, std::max(lo, hi)};
+}
+
+// PyTorch's adaptive window i of `out` over `in`: [floor(i * in / out), ceil((i + 1) * in / out)).
+Axis adaptive_axis(int64_t i, int64_t in, int64_t out) {
+  return {i * in / out, 1, 0, ((i + 1) * in + out - 1) / out - i * in / out};
+}
+
+// Calls window(plane, flat output index, z, y, x axes) for every output position of every plane.
+template <typename AxisFn, typename WindowFn>
+void for_each_window(const Pool& p, const Dims& o, AxisFn axis, WindowFn window) {
+  extension::threadpool::parallel_for(0, p.planes, 1, [&](int64_t p0, int64_t p1) {
+    for (int64_t plane = p0; plane < p1; ++plane) {
+      for (int64_t oz = 0; oz < o[0]; ++oz) {
+        const Axis az = axis(0, oz);
+        for (int64_t oy = 0; oy < o[1]; ++oy) {
+          const Axis ay = axis(1, oy);
+          for (int64_t ox = 0; ox < o[2]; ++ox) {
+            window(plane, (plane * o[0] + oz) * o[1] * o[2] + oy * o[2] + ox, az, ay, axis(2, ox));
+          }
+        }
+      }
+    }
+  });
+}
+
+// The window's maximum and its flat index within the plane; the first maximum wins, NaN propagates.
+void window_max(const float* xp, const Dims& in, const Axis& z, const Axis& y, const Axis& x, float* best,
+                int64_t* best_i) {
+  *best = -FLT_MAX;
+  *best_i = -1;
+  for (int64_t i = z.lo; i < z.hi; ++i) {
+    const int64_t iz = z.start + i * z.step;
+    for (int64_t j = y.lo; j < y.hi; ++j) {
+      const int64_t row = (iz * in[1] + y.start + j * y.step) * in[2];
+      for (int64_t l = x.lo; l < x.hi; ++l) {
+        const int64_t at = row + x.start + l * x.step;
+        const float v = xp[at];
+        if (*best_i < 0 || v > *best || (v != v && *best == *best)) *best = v, *best_i = at;
+      }
+    }
+  }
+}
+
+// max_pool{2,3}d_with_indices(self, kernel_size, stride, padding, dilation, ceil_mode) -> (out, indices)
+template <int ND>
+Error max_pool(KernelRuntimeContext&, Args args) {
+  const char* op = ND == 2 ? "aten::max_pool2d_with_indices" : "aten::max_pool3d_with_indices";
   ET_TRY(check_count(args, 8, op));
   Tensor *in, *out, *idx;
   ET_TRY(tensor_at(args, 0, op, &in));
   ET_TRY(tensor_at(args, 6, op, &out));
   ET_TRY(tensor_at(args, 7, op, &idx));
-  int64_t k[2], s[2], p[2], d[2], ceil_mode;
-  ET_TRY(pair_at(args, 1, op, "kernel_size", 1, k));
-  ET_TRY(pair_at(args, 2, op, "stride", 0, s));
-  if (s[0] == 0) s[0] = k[0], s[1] = k[1];
-  ET_TRY(pair_at(args, 3, op, "padding", 0, p));
-  ET_TRY(pair_at(args, 4, op, "dilation", 1, d));
-  ET_TRY(int_at(args, 5, op, &ceil_mode));
-  KCHECK(in->dim() == 4, "%s: input must be 4-D", op);
-  KCHECK(k[0] > 0 && k[1] > 0 && s[0] > 0 && s[1] > 0 && d[0] > 0 && d[1] > 0 && p[0] >= 0 && p[1] >= 0 &&
-             2 * p[0] <= k[0] && 2 * p[1] <= k[1],
-         "%s: invalid kernel, stride, padding or dilation", op);
-  ET_TRY(check_dtype(*in, ScalarType::Float, op, "input"));
+  Pool p;
+  PoolWindow pw;
+  ET_TRY(pool_input(*in, ND, op, &p));
+  ET_TRY(pool_window_at(args, op, ND, true, &pw));
   ET_TRY(check_dtype(*out, ScalarType::Float, op, "output"));
   ET_TRY(check_dtype(*idx, ScalarType::Long, op, "indices"));
-  const int64_t n = in->size(0), c = in->size(1), h = in->size(2), w = in->size(3);
-  const int64_t oh = pool_out_size(h, k[0], s[0], p[0], d[0], ceil_mode), ow = pool_out_size(w, k[1], s[1], p[1], d[1], ceil_mode);
-  ET_TRY(check_out4(*out, n, c, oh, ow, op));
-  ET_TRY(check_out4(*idx, n, c, oh, ow, op));
+  const Dims o = pool_out(p, pw);
+  ET_TRY(check_out(*out, *in, ND, -1, o, op));
+  ET_TRY(check_out(*idx, *in, ND, -1, o, op));
   const float* x = in->data_ptr<float>();
   float* y = out->data_ptr<float>();
   int64_t* yi = idx->data_ptr<int64_t>();
-  extension::threadpool::parallel_for(0, n * c, 1, [&](int64_t p0, int64_t p1) {
-    for (int64_t plane = p0; plane < p1; ++plane) {
-      const float* xp = x + plane * h * w;
-      for (int64_t oy = 0; oy < oh; ++oy) {
-        for (int64_t ox = 0; ox < ow; ++ox) {
-          float best = -FLT_MAX;
-          int64_t best_i = -1;
-          for (int64_t ky = 0; ky < k[0]; ++ky) {
-            const int64_t iy = oy * s[0] - p[0] + ky * d[0];
-            if (iy < 0 || iy >= h) continue;
-            for (int64_t kx = 0; kx < k[1]; ++kx) {
-              const int64_t ix = ox * s[1] - p[1] + kx * d[1];
-              if (ix < 0 || ix >= w) continue;
-              const float v = xp[iy * w + ix];
-              if (best_i < 0 || v > best || v != v) best = v, best_i = iy * w + ix;
-            }
-          }
-          y[(plane * oh + oy) * ow + ox] = best;
-          yi[(plane * oh + oy) * ow + ox] = best_i;
-        }
-      }
-    }
+  const int64_t in_vol = volume(p.in);
+  auto axis = [&](int d, int64_t i) {
+    return strided_axis(i, pw.k[d], pw.w.stride[d], pw.w.pad[d], pw.w.dil[d], p.in[d]);
+  };
+  for_each_window(p, o, axis, [&](int64_t plane, int64_t at, const Axis& z, const Axis& ay, const Axis& ax) {
+    window_max(x + plane * in_vol, p.in, z, ay, ax, &y[at], &yi[at]);
   });
   return Error::Ok;
 }
 
-// avg_pool2d(self, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override)
-Error avg_pool2d(KernelRuntimeContext&, Args args) {
-  const char* op = "aten::avg_pool2d";
+// avg_pool{2,3}d(self, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override)
+template <int ND>
+Error avg_pool(KernelRuntimeContext&, Args args) {
+  const char* op = ND == 2 ? "aten::avg_pool2d" : "aten::avg_pool3d";
   ET_TRY(check_count(args, 8, op));
   Tensor *in, *out;
   ET_TRY(tensor_at(args, 0, op, &in));
   ET_TRY(tensor_at(args, 7, op, &out));
-  int64_t k[2], s[2], p[2], ceil_mode, include_pad, divisor = 0;
-  ET_TRY(pair_at(args, 1, op, "kernel_size", 1, k));
-  ET_TRY(pair_at(args, 2, op, "stride", 0, s));
-  if (s[0] == 0) s[0] = k[0], s[1] = k[1];
-  ET_TRY(pair_at(args, 3, op, "padding", 0, p));
-  ET_TRY(int_at(args, 4, op, &ceil_mode));
+  Pool p;
+  PoolWindow pw;
+  int64_t include_pad, divisor = 0;
+  ET_TRY(pool_input(*in, ND, op, &p));
+  ET_TRY(pool_window_at(args, op, ND, false, &pw));
   ET_TRY(int_at(args, 5, op, &include_pad));
   if (!args[6]->is_none()) ET_TRY(int_at(args, 6, op, &divisor));
-  KCHECK(in->dim() == 4, "%s: input must be 4-D", op);
-  KCHECK(k[0] > 0 && k[1] > 0 && s[0] > 0 && s[1] > 0 && p[0] >= 0 && p[1] >= 0 && 2 * p[0] <= k[0] &&
-             2 * p[1] <= k[1] && divisor >= 0,
-         "%s: invalid kernel, stride, padding or divisor", op);
-  ET_TRY(check_dtype(*in, ScalarType::Float, op, "input"));
+  KCHECK(divisor >= 0, "%s: divisor_override must be positive", op);
   ET_TRY(check_dtype(*out, ScalarType::Float, op, "output"));
-  const int64_t n = in->size(0), c = in->size(1), h = in->size(2), w = in->size(3);
-  const int64_t oh = pool_out_size(h, k[0], s[0], p[0], 1, ceil_mode), ow = pool_out_size(w, k[1], s[1], p[1], 1, ceil_mode);
-  ET_TRY(check_out4(*out, n, c, oh, ow, op));
+  const Dims o = pool_out(p, pw);
+  ET_TRY(check_out(*out, *in, ND, -1, o, op));
   const float* x = in->data_ptr<float>();
   float* y = out->data_ptr<float>();
-  extension::threadpool::parallel_for(0, n * c, 1, [&](int64_t p0, int64_t p1) {
-    for (int64_t plane = p0; plane < p1; ++plane) {
-      const float* xp = x + plane * h * w;
-      for (int64_t oy = 0; oy < oh; ++oy) {
-        for (int64_t ox = 0; ox < ow; ++ox) {
-          const int64_t y0 = oy * s[0] - p[0], x0 = ox * s[1] - p[1];
-          const int64_t y1 = std::min(y0 + k[0], h + p[0]), x1 = std::min(x0 + k[1], w + p[1]);
-          const int64_t padded = (y1 - y0) * (x1 - x0);
-          const int64_t ya = std::max<int64_t>(y0, 0), xa = std::max<int64_t>(x0, 0);
-          const int64_t yb = std::min(y1, h), xb = std::min(x1, w);
-          float sum = 0.f;
-          for (int64_t iy = ya; iy < yb; ++iy)
-            for (int64_t ix = xa; ix < xb; ++ix) sum += xp[iy * w + ix];
-          const int64_t count = divisor ? divisor : include_pad ? padded : (yb - ya) * (xb - xa);
-          y[(plane * oh + oy) * ow + ox] = count > 0 ? sum / static_cast<float>(count) : 0.f;
-        }
+  const int64_t in_vol = volume(p.in);
+  auto axis = [&](int d, int64_t i) { return strided_axis(i, pw.k[d], pw.w.stride[d], pw.w.pad[d], 1, p.in[d]); };
+  // The window clipped to the padded input, which count_include_pad divides by.
+  auto padded = [&](int d, const Axis& a) {
+    return std::min(a.start + pw.k[d], p.in[d] + pw.w.pad[d]) - a.start;
+  };
+  for_each_window(p, o, axis, [&](int64_t plane, int64_t at, const Axis& az, const Axis& ay, const Axis& ax) {
+    const float* xp = x + plane * in_vol;
+    float sum = 0.f;
+    for (int64_t iz = az.start + az.lo; iz < az.start + az.hi; ++iz) {
+      for (int64_t iy = ay.start + ay.lo; iy < ay.start + ay.hi; ++iy) {
+        const float* row = xp + (iz * p.in[1] + iy) * p.in[2];
+        for (int64_t ix = ax.start + ax.lo; ix < ax.start + ax.hi; ++ix) sum += row[ix];
       }
     }
+    const int64_t count = divisor ? divisor
+                          : include_pad ? padded(0, az) * padded(1, ay) * padded(2, ax)
+                                        : (az.hi - az.lo) * (ay.hi - ay.lo) * (ax.hi - ax.lo);
+    y[at] = count > 0 ? sum / static_cast<float>(count) : 0.f;
   });
   return Error::Ok;
 }
 
-// _adaptive_avg_pool2d(self, output_size)
-Error adaptive_avg_pool2d(KernelRuntimeContext&, Args args) {
-  const char* op = "aten::_adaptive_avg_pool2d";
+Error adaptive_setup(Args args, const char* op, int nd, Tensor* in, Pool* p, Dims* o) {
+  ET_TRY(pool_input(*in, nd, op, p));
+  ET_TRY(dims_at(args, 1, op, "output_size", nd, 1, 1, o));
+  for (int d = 0; d < kDims; ++d) KCHECK((*o)[d] > 0, "%s: output size must be positive", op);
+  KCHECK(volume(p->in) > 0, "%s: empty input plane", op);
+  return Error::Ok;
+}
+
+// _adaptive_avg_pool{2,3}d(self, output_size)
+template <int ND>
+Error adaptive_avg_pool(KernelRuntimeContext&, Args args) {
+  const char* op = ND == 2 ? "aten::_adaptive_avg_pool2d" : "aten::_adaptive_avg_pool3d";
   ET_TRY(check_count(args, 3, op));
   Tensor *in, *out;
   ET_TRY(tensor_at(args, 0, op, &in));
   ET_TRY(tensor_at(args, 2, op, &out));
-  int64_t os[2];
-  ET_TRY(pair_at(args, 1, op, "output_size", 1, os));
-  KCHECK(in->dim() == 4 && os[0] > 0 && os[1] > 0, "%s: 4-D input and positive output size required", op);
-  ET_TRY(check_dtype(*in, ScalarType::Float, op, "input"));
+  Pool p;
+  Dims o;
+  ET_TRY(adaptive_setup(args, op, ND, in, &p, &o));
   ET_TRY(check_dtype(*out, ScalarType::Float, op, "output"));
-  const int64_t n = in->size(0), c = in->size(1), h = in->size(2), w = in->size(3);
-  ET_TRY(check_out4(*out, n, c, os[0], os[1], op));
+  ET_TRY(check_out(*out, *in, ND, -1, o, op));
   const float* x = in->data_ptr<float>();
   float* y = out->data_ptr<float>();
-  extension::threadpool::parallel_for(0, n * c, 1, [&](int64_t p0, int64_t p1) {
-    for (int64_t plane = p0; plane < p1; ++plane) {
-      for (int64_t oy = 0; oy < os[0]; ++oy) {
-        const int64_t ya = oy * h / os[0], yb = ((oy + 1) * h + os[0] - 1) / os[0];
-        for (int64_t ox = 0; ox < os[1]; ++ox) {
-          const int64_t xa = ox * w / os[1], xb = ((ox + 1) * w + os[1] - 1) / os[1];
-          float sum = 0.f;
-          for (int64_t iy = ya; iy < yb; ++iy)
-            for (int64_t ix = xa; ix < xb; ++ix) sum += x[(plane * h + iy) * w + ix];
-          const int64_t count = (yb - ya) * (xb - xa);
-          y[(plane * os[0] + oy) * os[1] + ox] = count > 0 ? sum / static_cast<float>(count) : 0.f;
-        }
+  const int64_t in_vol = volume(p.in);
+  auto axis = [&](int d, int64_t i) { return adaptive_axis(i, p.in[d], o[d]); };
+  for_each_window(p, o, axis, [&](int64_t plane, int64_t at, const Axis& az, const Axis& ay, const Axis& ax) {
+    const float* xp = x + plane * in_vol;
+    float sum = 0.f;
+    for (int64_t iz = az.start; iz < az.start + az.hi; ++iz) {
+      for (int64_t iy = ay.start; iy < ay.start + ay.hi; ++iy) {
+        const float* row = xp + (iz * p.in[1] + iy) * p.in[2];
+        for (int64_t ix = ax.start; ix < ax.start + ax.hi; ++ix) sum += row[ix];
       }
     }
+    y[at] = sum / static_cast<float>(az.hi * ay.hi * ax.hi);
   });
   return Error::Ok;
 }
 
-// adaptive_max_pool2d(self, output_size) -> (out, indices): the maximum of each adaptive window (the
-// same windows as the average above); indices are flat within each plane, the first maximum wins.
-Error adaptive_max_pool2d(KernelRuntimeContext&, Args args) {
-  const char* op = "aten::adaptive_max_pool2d";
+// adaptive_max_pool{2,3}d(self, output_size) -> (out, indices): the maximum of each adaptive window
+// (the same windows as the average above); indices are flat within each plane.
+template <int ND>
+Error adaptive_max_pool(KernelRuntimeContext&, Args args) {
+  const char* op = ND == 2 ? "aten::adaptive_max_pool2d" : "aten::adaptive_max_pool3d";
   ET_TRY(check_count(args, 4, op));
   Tensor *in, *out, *idx;
   ET_TRY(tensor_at(args, 0, op, &in));
   ET_TRY(tensor_at(args, 2, op, &out));
   ET_TRY(tensor_at(args, 3, op, &idx));
-  int64_t os[2];
-  ET_TRY(pair_at(args, 1, op, "output_size", 1, os));
-  KCHECK(in->dim() == 4 && os[0] > 0 && os[1] > 0, "%s: 4-D input and positive output size required", op);
-  ET_TRY(check_dtype(*in, ScalarType::Float, op, "input"));
+  Pool p;
+  Dims o;
+  ET_TRY(adaptive_setup(args, op, ND, in, &p, &o));
   ET_TRY(check_dtype(*out, ScalarType::Float, op, "output"));
   ET_TRY(check_dtype(*idx, ScalarType::Long, op, "indices"));
-  const int64_t n = in->size(0), c = in->size(1), h = in->size(2), w = in->size(3);
-  KCHECK(h > 0 && w > 0, "%s: empty input plane", op);
-  ET_TRY(check_out4(*out, n, c, os[0], os[1], op));
-  ET_TRY(check_out4(*idx, n, c, os[0], os[1], op));
+  ET_TRY(check_out(*out, *in, ND, -1, o, op));
+  ET_TRY(check_out(*idx, *in, ND, -1, o, op));
   const float* x = in->data_ptr<float>();
   float* y = out->data_ptr<float>();
   int64_t* yi = idx->data_ptr<int64_t>();
-  extension::threadpool::parallel_for(0, n * c, 1, [&](int64_t p0, int64_t p1) {
-    for (int64_t plane = p0; plane < p1; ++plane) {
-      const float* xp = x + plane * h * w;
-      for (int64_t oy = 0; oy < os[0]; ++oy) {
-        const int64_t ya = oy * h / os[0], yb = ((oy + 1) * h + os[0] - 1) / os[0];
-        for (int64_t ox = 0; ox < os[1]; ++ox) {
-          const int64_t xa = ox * w / os[1], xb = ((ox + 1) * w + os[1] - 1) / os[1];
-          float best = xp[ya * w + xa];
-          int64_t best_i = ya * w + xa;
-          for (int64_t iy = ya; iy < yb; ++iy) {
-            for (int64_t ix = xa; ix < xb; ++ix) {
-              const float v = xp[iy * w + ix];
-              if (v > best || (v != v && best == best)) best = v, best_i = iy * w + ix;
-            }
-          }
-          y[(plane * os[0] + oy) * os[1] + ox] = best;
-          yi[(plane * os[0] + oy) * os[1] + ox] = best_i;
-        }
-      }
-    }
+  const int64_t in_vol = volume(p.in);
+  auto axis = [&](int d, int64_t i) { return adaptive_axis(i, p.in[d], o[d]); };
+  for_each_window(p, o, axis, [&](int64_t plane, int64_t at, const Axis& az, const Axis& ay, const Axis& ax) {
+    window_max(x + plane * in_vol, p.in, az, ay, ax, &y[at], &yi[at]);
   });
   return Error::Ok;
 }
 
 const runtime::Kernel kKernels[] = {
     {"aten::convolution", convolution},
-    {"aten::max_pool2d_with_indices", max_pool2d},
-    {"aten::avg_pool2d", avg_pool2d},
-    {"aten::_adaptive_avg_pool2d", adaptive_avg_pool2d},
-    {"aten::adaptive_max_pool2d", adaptive_max_pool2d},
+    {"aten::max_pool2d_with_indices", max_pool<2>},
+    {"aten::max_pool3d_with_indices", max_pool<3>},
+    {"aten::avg_pool2d", avg_pool<2>},
+    {"aten::avg_pool3d", avg_pool<3>},
+    {"aten::_adaptive_avg_pool2d", adaptive_avg_pool<2>},
+    {"aten::_adaptive_avg_pool3d", adaptive_avg_pool<3>},
+    {"aten::adaptive_max_pool2d", adaptive_max_pool<2>},
+    {"aten::adaptive_max_pool3d", adaptive_max_pool<3>},
 };
 
 const bool registered = runtime::register_kernels({kKernels, sizeof(kKernels) / sizeof(kKernels[0])}) == Error::Ok;

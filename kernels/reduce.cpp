@@ -1,5 +1,5 @@
-// Reductions over a set of dimensions: sum, mean, prod, amax/amin, argmax/argmin, var, vector
-// norms, any/all; cumulative sums; topk and sort.
+// Reductions over a set of dimensions: sum, mean, prod, amax/amin, max/min (with indices),
+// argmax/argmin, var, vector norms, any/all; cumulative sums; topk and sort.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -145,6 +145,25 @@ Error with_single_dim(Args args, const char* op, Reduce kind, double param = 0) 
 // argmax(self, dim?, keepdim), argmin(self, dim?, keepdim)
 Error argmax(KernelRuntimeContext&, Args args) { return with_single_dim(args, "aten::argmax", Reduce::ArgMax); }
 Error argmin(KernelRuntimeContext&, Args args) { return with_single_dim(args, "aten::argmin", Reduce::ArgMin); }
+// max.dim(self, dim, keepdim) -> (values, indices), and min.dim: the extreme and its first index.
+Error extreme_dim(Args args, const char* op, bool is_max) {
+  ET_TRY(check_count(args, 5, op));
+  EValue* values[4] = {args[0], args[1], args[2], args[3]};
+  EValue* indices[4] = {args[0], args[1], args[2], args[4]};
+  ET_TRY(with_single_dim(Args(values, 4), op, is_max ? Reduce::Max : Reduce::Min));
+  return with_single_dim(Args(indices, 4), op, is_max ? Reduce::ArgMax : Reduce::ArgMin);
+}
+Error max_dim(KernelRuntimeContext&, Args args) { return extreme_dim(args, "aten::max.dim", true); }
+Error min_dim(KernelRuntimeContext&, Args args) { return extreme_dim(args, "aten::min.dim", false); }
+// max(self), min(self): over every element.
+Error extreme_all(Args args, const char* op, Reduce kind) {
+  ET_TRY(check_count(args, 2, op));
+  EValue every, keepdim(false);
+  EValue* patched[4] = {args[0], &every, &keepdim, args[1]};
+  return reduce(Args(patched, 4), op, 4, kind);
+}
+Error max_all(KernelRuntimeContext&, Args args) { return extreme_all(args, "aten::max", Reduce::Max); }
+Error min_all(KernelRuntimeContext&, Args args) { return extreme_all(args, "aten::min", Reduce::Min); }
 // prod.dim_int(self, dim, keepdim, dtype?), prod(self, dtype?)
 Error prod_dim(KernelRuntimeContext&, Args args) { return with_single_dim(args, "aten::prod.dim_int", Reduce::Prod); }
 Error sum_all(KernelRuntimeContext&, Args args) {
@@ -274,6 +293,10 @@ const runtime::Kernel kKernels[] = {
     {"aten::all.dim", all_dim},
     {"aten::argmax", argmax},
     {"aten::argmin", argmin},
+    {"aten::max.dim", max_dim},
+    {"aten::min.dim", min_dim},
+    {"aten::max", max_all},
+    {"aten::min", min_all},
     {"aten::prod.dim_int", prod_dim},
     {"aten::sum", sum_all},
     {"aten::var.correction", var},

@@ -64,6 +64,15 @@ def _tv(name: str, size: int = 96, **kwargs: Any) -> Factory:
     return factory
 
 
+def _video(name: str, frames: int = 8, size: int = 56) -> Factory:
+    def factory():
+        tv = import_torchvision()
+        model = _seeded(lambda: getattr(tv.models.video, name)(weights=None))
+        return model, (torch.randn(1, 3, frames, size, size),)
+
+    return factory
+
+
 def _segmentation(name: str, size: int = 96) -> Factory:
     class Out(torch.nn.Module):
         def __init__(self, inner: torch.nn.Module) -> None:
@@ -182,6 +191,8 @@ MORE_MODELS: dict[str, Factory] = {
     "efficientnet_v2_s": _tv("efficientnet_v2_s", 64),
     "maxvit_t": _tv("maxvit_t", 224),
     "lraspp": _segmentation("lraspp_mobilenet_v3_large"),
+    "r3d_18": _video("r3d_18"),
+    "r2plus1d_18": _video("r2plus1d_18"),
     "fcn_resnet50": _segmentation("fcn_resnet50", 64),
     "roberta": _hf("RobertaConfig", "RobertaModel", _ids_mask, vocab_size=512, max_position_embeddings=70, **_SMALL),
     "distilbert": _hf("DistilBertConfig", "DistilBertModel", _ids_mask, vocab_size=512, dim=64, n_layers=2, n_heads=4,

@@ -311,7 +311,8 @@ Error plan_attention(Span<EValue*> a, const char* op, OpPlan* plan) {
                     v.size(r - 2) == s[4] && k.size(r - 1) == s[5] && o.size(r - 3) == s[1] && o.size(r - 2) == s[3] &&
                     o.size(r - 1) == s[6],
                 "%s %s: the shapes of query, key, value and output disagree", kCudaBackendName, op);
-  PAYLOAD_CHECK(a[7]->to_bool() ? s[2] > 0 && s[1] % s[2] == 0 : s[1] == s[2],
+  // Without enable_gqa, one key/value head still broadcasts over the query's heads.
+  PAYLOAD_CHECK(a[7]->to_bool() ? s[2] > 0 && s[1] % s[2] == 0 : s[1] == s[2] || s[2] == 1,
                 "%s %s: %lld query heads for %lld key/value heads", kCudaBackendName, op, static_cast<long long>(s[1]),
                 static_cast<long long>(s[2]));
   PAYLOAD_CHECK(s[5] <= kMaxAttentionHeadDim && s[6] <= kMaxAttentionHeadDim && s[3] <= kMaxAttentionQueries,

@@ -237,11 +237,15 @@ def _decompositions() -> Any:
 # Input ranks the CPU kernels take, where an operator's schema allows more (checked at export, so a
 # configuration they cannot run is named here rather than when the program runs).
 _KERNEL_RANKS = {
-    torch.ops.aten.convolution.default: ((3, 4), "1-D or 2-D convolution; 3-D convolution is not supported"),
-    torch.ops.aten.max_pool2d_with_indices.default: ((4,), "2-D max pooling of a batched (4-D) input"),
-    torch.ops.aten.avg_pool2d.default: ((4,), "2-D average pooling of a batched (4-D) input"),
-    torch.ops.aten._adaptive_avg_pool2d.default: ((4,), "2-D adaptive pooling of a batched (4-D) input"),
-    torch.ops.aten.adaptive_max_pool2d.default: ((4,), "2-D adaptive pooling of a batched (4-D) input"),
+    torch.ops.aten.convolution.default: ((3, 4, 5), "1-D, 2-D or 3-D convolution"),
+    torch.ops.aten.max_pool2d_with_indices.default: ((3, 4), "2-D max pooling of a 3-D or 4-D input"),
+    torch.ops.aten.max_pool3d_with_indices.default: ((4, 5), "3-D max pooling of a 4-D or 5-D input"),
+    torch.ops.aten.avg_pool2d.default: ((3, 4), "2-D average pooling of a 3-D or 4-D input"),
+    torch.ops.aten.avg_pool3d.default: ((4, 5), "3-D average pooling of a 4-D or 5-D input"),
+    torch.ops.aten._adaptive_avg_pool2d.default: ((3, 4), "2-D adaptive pooling of a 3-D or 4-D input"),
+    torch.ops.aten._adaptive_avg_pool3d.default: ((4, 5), "3-D adaptive pooling of a 4-D or 5-D input"),
+    torch.ops.aten.adaptive_max_pool2d.default: ((3, 4), "2-D adaptive pooling of a 3-D or 4-D input"),
+    torch.ops.aten.adaptive_max_pool3d.default: ((4, 5), "3-D adaptive pooling of a 4-D or 5-D input"),
     torch.ops.aten.upsample_nearest2d.vec: ((4,), "2-D resampling of a batched (4-D) input"),
     torch.ops.aten.upsample_bilinear2d.vec: ((4,), "2-D resampling of a batched (4-D) input"),
     torch.ops.aten.upsample_bicubic2d.vec: ((4,), "2-D resampling of a batched (4-D) input"),
@@ -375,6 +379,8 @@ def _lower(ep: torch.export.ExportedProgram, name: str, supported: set[str],
                     low.plan.outputs.append(ref)
                 elif isinstance(ref, _Const) or isinstance(r, torch.Tensor):
                     low.plan.outputs.append(low.constant_tensor(ref.tensor if ref else r))
+                elif ref is _MISSING:
+                    continue  # computed by a missing operator, which the error below names
                 else:
                     raise ExportError(f"output {r!r} is not a tensor the program computes")
         else:
