@@ -184,7 +184,7 @@ Error convolution(KernelRuntimeContext&, Args args) {
          "%s: 1-D, 2-D or 3-D convolution is supported, got a %d-D weight and a %d-D input", op, w->dim(), in->dim());
   Window win;
   Dims out_pad;
-  int64_t transposed, groups;
+  int64_t transposed = 0, groups = 1;
   ET_TRY(dims_at(args, 3, op, "stride", nd, 1, 1, &win.stride));
   ET_TRY(dims_at(args, 4, op, "padding", nd, 0, 0, &win.pad));
   ET_TRY(dims_at(args, 5, op, "dilation", nd, 1, 1, &win.dil));

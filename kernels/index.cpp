@@ -288,7 +288,7 @@ Error for_each_indexed(const Tensor& self, const AdvancedIndex& ix, const int64_
       if (ix.index[d]) {
         int64_t at = 0;
         for (int k = 0; k < ix.rank; ++k) at += coord[lead + k] * ix.strides[d][k];
-        int64_t v;
+        int64_t v = 0;
         ET_TRY(index_value(*ix.index[d], at, self.size(d), op, &v));
         off += v * self.strides()[d];
       } else {

@@ -155,15 +155,17 @@ Error extreme_dim(Args args, const char* op, bool is_max) {
 }
 Error max_dim(KernelRuntimeContext&, Args args) { return extreme_dim(args, "aten::max.dim", true); }
 Error min_dim(KernelRuntimeContext&, Args args) { return extreme_dim(args, "aten::min.dim", false); }
-// max(self), min(self): over every element.
-Error extreme_all(Args args, const char* op, Reduce kind) {
+// max(self), min(self), any(self), all(self): over every element.
+Error over_all(Args args, const char* op, Reduce kind) {
   ET_TRY(check_count(args, 2, op));
   EValue every, keepdim(false);
   EValue* patched[4] = {args[0], &every, &keepdim, args[1]};
   return reduce(Args(patched, 4), op, 4, kind);
 }
-Error max_all(KernelRuntimeContext&, Args args) { return extreme_all(args, "aten::max", Reduce::Max); }
-Error min_all(KernelRuntimeContext&, Args args) { return extreme_all(args, "aten::min", Reduce::Min); }
+Error max_all(KernelRuntimeContext&, Args args) { return over_all(args, "aten::max", Reduce::Max); }
+Error min_all(KernelRuntimeContext&, Args args) { return over_all(args, "aten::min", Reduce::Min); }
+Error any_all(KernelRuntimeContext&, Args args) { return over_all(args, "aten::any", Reduce::Any); }
+Error all_all(KernelRuntimeContext&, Args args) { return over_all(args, "aten::all", Reduce::All); }
 // prod.dim_int(self, dim, keepdim, dtype?), prod(self, dtype?)
 Error prod_dim(KernelRuntimeContext&, Args args) { return with_single_dim(args, "aten::prod.dim_int", Reduce::Prod); }
 Error sum_all(KernelRuntimeContext&, Args args) {
@@ -297,6 +299,8 @@ const runtime::Kernel kKernels[] = {
     {"aten::min.dim", min_dim},
     {"aten::max", max_all},
     {"aten::min", min_all},
+    {"aten::any", any_all},
+    {"aten::all", all_all},
     {"aten::prod.dim_int", prod_dim},
     {"aten::sum", sum_all},
     {"aten::var.correction", var},

@@ -13,7 +13,7 @@ from tests.flags import preload_cuda_runtime
 torch = pytest.importorskip("torch", reason="torch is not installed in the test interpreter")
 preload_cuda_runtime()
 
-from executorch.export import ExportError, _partition, export  # noqa: E402
+from executorch.export import ExportError, export  # noqa: E402
 from executorch.export._quantize import quantize_linear_int8  # noqa: E402
 from executorch.runtime import Runtime  # noqa: E402
 from executorch.serialization.pte import deserialize  # noqa: E402
@@ -129,4 +129,3 @@ def test_the_callers_module_is_untouched() -> None:
     export(model, example, quantize="int8")
     after = model.state_dict()
     assert before.keys() == after.keys() and all(torch.equal(before[k], after[k]) for k in before)
-    assert _partition.MAX_INT8_DEPTH % 4 == 0 and _partition.MAX_INT8_DEPTH * 127 * 127 < 2**31

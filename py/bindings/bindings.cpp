@@ -12,6 +12,7 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <executorch/backends/cuda/runtime/payload.h>
 #include <executorch/extension/threadpool/threadpool.h>
 #include <executorch/runtime/backend/interface.h>
 #include <executorch/runtime/core/log.h>
@@ -256,6 +257,13 @@ PYBIND11_MODULE(_C, m) {
   m.def("backend_identity", [](const std::string& name) {
     return reinterpret_cast<uintptr_t>(rt::get_backend_class(name.c_str()));
   }, py::arg("name"), "Address of the backend object registered as `name` (0 if none).");
+  m.def("cuda_explain_instructions", [](const py::bytes& program) {
+    const std::string_view view = program;
+    return unwrap(executorch::backends::cuda::explain_instructions(
+                      {reinterpret_cast<const uint8_t*>(view.data()), view.size()}),
+                  "checking the program for CudaBackend");
+  }, py::arg("program"),
+        "For each instruction of the program: '' where CudaBackend can run it, else why not. Needs no GPU.");
   m.def("load_program_bytes", &load_program_bytes, py::arg("data"));
   m.def("load_program_file", &load_program_file, py::arg("path"));
 

@@ -586,13 +586,10 @@ class CudaBackend final : public runtime::BackendInterface {
       t.set_device({runtime::DeviceType::CUDA, 0});
     }
     for (size_t k = 0; k < m.num_instructions(); ++k) {
-      const char* name = m.instruction_operator(k);
-      ET_CHECK_OR_RETURN(name != nullptr, Error::NotSupported, "%s: instruction %zu is not a kernel call",
-                         kCudaBackendName, k);
       Op op{};
+      ET_TRY(plan_instruction(m, k, &op.plan));
       op.args = m.instruction_args(k);
-      op.name = name;
-      ET_TRY(plan_op(name, op.args, &op.plan));
+      op.name = m.instruction_operator(k);
       if (op.plan.kind == OpKind::Conv) ET_TRY(prepare_conv(op));
       if (op.plan.kind == OpKind::BatchNorm) ET_TRY(prepare_batch_norm(op));
       if (op.plan.kind == OpKind::Int8Linear) ET_TRY(prepare_int8_linear(op));

@@ -1,7 +1,9 @@
 #include <executorch/backends/cuda/runtime/payload.h>
 
+#include <cstdint>
 #include <cstring>
 #include <string>
+#include <utility>
 
 #include <executorch/backends/cuda/runtime/cuda_backend.h>
 #include <executorch/runtime/core/log.h>
@@ -234,7 +236,7 @@ Error plan_mean(Span<EValue*> a, const char* op) {
 
 // split_with_sizes(self, split_sizes, dim, out_0, ..., out_{n-1}); ints = dim.
 Error plan_split(Span<EValue*> a, const char* op, OpPlan* plan) {
-  PAYLOAD_CHECK(a[0]->is_tensor() && a[1]->is_int_list() && a[2]->is_int(), "%s %s: arguments", kCudaBackendName, op);
+  PAYLOAD_CHECK(is_float(a[0]) && a[1]->is_int_list() && a[2]->is_int(), "%s %s: arguments", kCudaBackendName, op);
   const auto sizes = a[1]->to_int_list();
   PAYLOAD_CHECK(a.size() == 3 + sizes.size(), "%s %s: %zu arguments for %zu pieces", kCudaBackendName, op, a.size(),
                 sizes.size());
@@ -373,7 +375,7 @@ Error plan_op(const char* name, Span<EValue*> a, OpPlan* plan) {
       for (size_t t : {0, 1, 2}) ET_TRY(need_float(a[t], name, t));
       return Error::Ok;  // the shim library checks the matrix shapes
     case OpKind::Expand:
-      PAYLOAD_CHECK(n == 4 && a[n - 1]->is_tensor() && a[0]->is_tensor() &&
+      PAYLOAD_CHECK(n == 4 && a[n - 1]->is_tensor() && is_float(a[0]) &&
                         a[0]->to_tensor().scalar_type() == a[n - 1]->to_tensor().scalar_type(),
                     "%s %s: arguments", kCudaBackendName, name);
       return need_broadcast(a[0], a[n - 1]->to_tensor(), name, 0);
@@ -471,7 +473,7 @@ Error plan_op(const char* name, Span<EValue*> a, OpPlan* plan) {
     }
     case OpKind::Copy:
     case OpKind::Permute:
-      PAYLOAD_CHECK(a[0]->is_tensor() && a[n - 1]->is_tensor(), "%s %s: input and output must be tensors",
+      PAYLOAD_CHECK(is_float(a[0]) && is_float(a[n - 1]), "%s %s: input and output must be floating tensors",
                     kCudaBackendName, name);
       PAYLOAD_CHECK(plan->kind == OpKind::Copy || (n == 3 && a[1]->is_int_list()), "%s %s: arguments", kCudaBackendName,
                     name);
@@ -504,8 +506,27 @@ Error plan_op(const char* name, Span<EValue*> a, OpPlan* plan) {
   return Error::Ok;
 }
 
-runtime::Result<size_t> check_payload(Span<const uint8_t> payload, uint64_t max_planned_bytes) {
-  auto loader = runtime::OwnedBufferDataLoader::copy_of(payload.data(), payload.size());
+Error plan_instruction(runtime::Method& m, size_t k, OpPlan* plan) {
+  const char* name = m.instruction_operator(k);
+  ET_CHECK_OR_RETURN(name != nullptr, Error::NotSupported, "%s: instruction %zu is not a kernel call", kCudaBackendName,
+                     k);
+  // Every tensor of an op fits the kernels' index arithmetic (broadcasts, permutations, copies).
+  const Span<EValue*> args = m.instruction_args(k);
+  for (size_t i = 0; i < args.size(); ++i) {
+    PAYLOAD_CHECK(args[i] == nullptr || !args[i]->is_tensor() || args[i]->to_tensor().dim() <= kMaxOpDims,
+                  "%s %s: argument %zu has more than %d dimensions", kCudaBackendName, name, i, kMaxOpDims);
+  }
+  return plan_op(name, args, plan);
+}
+
+namespace {
+
+// Loads `bytes` as a program on the CPU and its first method with host memory (refused above
+// `max_planned_bytes`), and hands the method to `fn`.
+template <typename Fn>
+auto with_host_method(Span<const uint8_t> bytes, uint64_t max_planned_bytes, Fn fn) -> decltype(fn(
+    std::declval<runtime::Method&>())) {
+  auto loader = runtime::OwnedBufferDataLoader::copy_of(bytes.data(), bytes.size());
   ET_TRY(loader);
   auto program = runtime::Program::load(std::move(loader.get()));
   ET_TRY(program);
@@ -516,15 +537,35 @@ runtime::Result<size_t> check_payload(Span<const uint8_t> payload, uint64_t max_
                      kCudaBackendName, static_cast<unsigned long long>(max_planned_bytes));
   auto method = program.get()->load_method(method_name);
   ET_TRY(method);
-  runtime::Method& m = *method.get();
-  for (size_t k = 0; k < m.num_instructions(); ++k) {
-    const char* name = m.instruction_operator(k);
-    ET_CHECK_OR_RETURN(name != nullptr, Error::NotSupported, "%s: instruction %zu is not a kernel call",
-                       kCudaBackendName, k);
-    OpPlan plan;
-    ET_TRY(plan_op(name, m.instruction_args(k), &plan));
-  }
-  return m.num_instructions();
+  return fn(*method.get());
+}
+
+}  // namespace
+
+runtime::Result<size_t> check_payload(Span<const uint8_t> payload, uint64_t max_planned_bytes) {
+  return with_host_method(payload, max_planned_bytes, [](runtime::Method& m) -> runtime::Result<size_t> {
+    for (size_t k = 0; k < m.num_instructions(); ++k) {
+      OpPlan plan;
+      ET_TRY(plan_instruction(m, k, &plan));
+    }
+    return m.num_instructions();
+  });
+}
+
+runtime::Result<std::vector<std::string>> explain_instructions(Span<const uint8_t> program) {
+  using Reasons = runtime::Result<std::vector<std::string>>;
+  return with_host_method(program, UINT64_MAX, [](runtime::Method& m) -> Reasons {
+    std::vector<std::string> reasons;
+    reasons.reserve(m.num_instructions());
+    for (size_t k = 0; k < m.num_instructions(); ++k) {
+      OpPlan plan;
+      runtime::clear_error();
+      const Error e = plan_instruction(m, k, &plan);
+      const char* why = runtime::last_error_message();
+      reasons.emplace_back(e == Error::Ok ? "" : *why ? why : "refused");
+    }
+    return reasons;
+  });
 }
 
 }  // namespace cuda

@@ -4,12 +4,20 @@
 // operator and arguments (kinds, dtypes, shapes), so that no kernel ever indexes outside a tensor.
 // Pure C++: it builds and is fuzzed without CUDA.
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include <executorch/backends/cuda/kernels/op_codes.h>
 #include <executorch/runtime/core/evalue.h>
 #include <executorch/runtime/core/result.h>
 #include <executorch/runtime/core/span.h>
+#include <executorch/runtime/platform/export.h>
+
+namespace executorch {
+namespace runtime {
+class Method;
+}  // namespace runtime
+}  // namespace executorch
 
 namespace executorch {
 namespace backends {
@@ -38,9 +46,18 @@ struct OpPlan {
 // Checks kernel call `name` with `args` (ATen schema order, outputs last) and fills `plan`.
 runtime::Error plan_op(const char* name, runtime::Span<runtime::EValue*> args, OpPlan* plan);
 
+// Plans instruction `k` of a loaded method: a kernel call CudaBackend implements, on arguments it
+// takes. CudaBackend::init, check_payload and explain_instructions all plan through this.
+runtime::Error plan_instruction(runtime::Method& method, size_t k, OpPlan* plan);
+
 // The payload on the CPU, as init sees it: loads it as a program, its method with host memory
 // (refused above `max_planned_bytes`), and plans every instruction. Returns the number of ops.
 runtime::Result<size_t> check_payload(runtime::Span<const uint8_t> payload, uint64_t max_planned_bytes);
+
+// For each instruction of the first method of `program` (a whole program, before delegation): an
+// empty string where CudaBackend can run it, otherwise why not. The exporter's partitioner asks
+// this, so what it delegates is exactly what init accepts.
+EXECUTORCH_API runtime::Result<std::vector<std::string>> explain_instructions(runtime::Span<const uint8_t> program);
 
 }  // namespace cuda
 }  // namespace backends

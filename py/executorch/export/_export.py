@@ -225,12 +225,21 @@ class _Lowering:
 _KEPT_WHOLE = (torch.ops.aten.scaled_dot_product_attention.default,)
 
 
+def _clamp_tensor(x: torch.Tensor, min: torch.Tensor | None = None, max: torch.Tensor | None = None) -> torch.Tensor:
+    """clamp with tensor bounds (T5 bounds its half-precision activations so) as maximum and
+    minimum, which broadcast, promote and propagate NaN as clamp does."""
+    if min is not None:
+        x = torch.maximum(x, min)
+    return x if max is None else torch.minimum(x, max)
+
+
 def _decompositions() -> Any:
-    """torch's default decomposition table, less the operators in _KEPT_WHOLE."""
+    """torch's default decomposition table, less the operators in _KEPT_WHOLE, plus ours."""
     table = torch.export.default_decompositions()
     for op in _KEPT_WHOLE:
         if op in table:
             del table[op]
+    table[torch.ops.aten.clamp.Tensor] = _clamp_tensor
     return table
 
 
@@ -401,16 +410,18 @@ def _lower(ep: torch.export.ExportedProgram, name: str, supported: set[str],
     return low.plan, b"".join(low.constants)
 
 
-def _check_all_delegated(p: Plan, dtype: torch.dtype) -> None:
-    """Raises where an instruction left to the CPU kernels reads or writes tensors of `dtype`."""
+def _check_all_delegated(p: Plan, dtype: torch.dtype, refused: dict[str, str]) -> None:
+    """Raises where an instruction left to the CPU kernels reads or writes tensors of `dtype`,
+    with the backend's reason for each such operator."""
     from executorch.export._partition import _op_name, _tensor_args
 
     code = DTYPE_CODES[dtype]
     left = sorted({_op_name(p, ins) for ins in p.instructions
                    if isinstance(ins, KernelCall) and any(t.dtype == code for t in _tensor_args(p, ins.args))})
     if left:
-        raise ExportError(f"dtype={dtype}: CudaBackend does not run {', '.join(left)} on such tensors, and the CPU "
-                          "kernels compute in float32; export in float32")
+        why = "; ".join(f"{op} ({refused.get(op, 'not delegated')})" for op in left)
+        raise ExportError(f"dtype={dtype}: CudaBackend does not run {why}; the CPU kernels compute in float32, so "
+                          "export in float32")
 
 
 def export(
@@ -474,7 +485,8 @@ def export(
         from executorch.export._partition import delegate_to_cuda
 
         specs = {"cuda_archs": ",".join(cuda_archs).encode()} if cuda_archs else {}
-        meta["cuda_delegate_calls"] = str(delegate_to_cuda(plan_, constants, segments, specs))
+        calls, refused = delegate_to_cuda(plan_, constants, segments, specs)
+        meta["cuda_delegate_calls"] = str(calls)
         if dtype in (torch.float16, torch.bfloat16):
-            _check_all_delegated(plan_, dtype)
+            _check_all_delegated(plan_, dtype, refused)
     return serialize(ProgramSpec(plans=[plan_], segments=segments, metadata=meta))

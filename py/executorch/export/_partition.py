@@ -9,42 +9,11 @@ without a copy on the CPU side; such inputs are marked as device tensors in the 
 
 from __future__ import annotations
 
-from executorch.export._dtypes import BFLOAT16, BOOL, FLOAT16, FLOAT32, INT8, INT32, INT64, nbytes
+from executorch.export._dtypes import nbytes
 from executorch.export._planner import Allocation, plan
 from executorch.serialization.pte import Delegate, DelegateCall, KernelCall, Plan, ProgramSpec, TensorSpec, Value, serialize
 
 BACKEND_ID = "CudaBackend"
-FLOATING = {FLOAT32, FLOAT16, BFLOAT16}
-
-# What backends/cuda/runtime/payload.cpp (classify) implements, on floating tensors of one dtype
-# (float32, float16 or bfloat16; bool masks and integer indices where _OTHER_DTYPES says).
-CUDA_OPERATORS = {
-    "aten::bmm", "aten::expand", "aten::split_with_sizes", "aten::logical_not", "aten::any.dim", "aten::where.self",
-    "aten::embedding", "aten::eq.Scalar", "aten::ne.Scalar", "aten::lt.Scalar", "aten::le.Scalar", "aten::gt.Scalar",
-    "aten::ge.Scalar", "aten::_to_copy",
-    "aten::relu", "aten::silu", "aten::sigmoid", "aten::tanh", "aten::neg", "aten::exp", "aten::rsqrt", "aten::gelu",
-    "aten::add.Tensor", "aten::sub.Tensor", "aten::mul.Tensor", "aten::div.Tensor", "aten::mul.Scalar",
-    "aten::add.Scalar", "aten::addmm", "aten::mm", "aten::_softmax", "aten::_log_softmax", "aten::native_layer_norm",
-    "aten::view", "aten::_unsafe_view", "aten::clone", "aten::unsqueeze", "aten::squeeze.dims", "aten::squeeze.dim",
-    "aten::permute", "aten::convolution", "aten::_native_batch_norm_legit_no_training", "aten::max_pool2d_with_indices",
-    "aten::avg_pool2d", "aten::mean.dim", "executorch::int8_linear", "aten::scaled_dot_product_attention",
-}
-MAX_DIMS = 8
-MAX_INT8_DEPTH = (1 << 31) // (127 * 127) // 4 * 4  # int32 sums of int8 products stay exact
-MAX_ATTENTION_HEAD_DIM = 128  # kMaxAttentionHeadDim
-MAX_ATTENTION_QUERIES = 65535 * 8  # kMaxAttentionQueries
-
-# Argument positions (outputs count from the end as -1) whose tensors may have other dtypes.
-_OTHER_DTYPES: dict[str, dict[int, set[int]]] = {
-    "aten::max_pool2d_with_indices": {-1: {INT64}},
-    "aten::embedding": {1: {INT64, INT32}},
-    "executorch::int8_linear": {1: {INT8}},
-    "aten::logical_not": {0: {BOOL}, -1: {BOOL}},
-    "aten::any.dim": {0: {BOOL}, -1: {BOOL}},
-    "aten::where.self": {0: {BOOL}},
-    "aten::scaled_dot_product_attention": {3: FLOATING | {BOOL}},
-    **{f"aten::{c}.Scalar": {-1: {BOOL}} for c in ("eq", "ne", "lt", "le", "gt", "ge")},
-}
 
 
 def _op_name(p: Plan, ins: KernelCall) -> str:
@@ -63,77 +32,23 @@ def _tensor_args(p: Plan, args: list[int]) -> list[TensorSpec]:
     return out
 
 
-def supported(p: Plan, ins: KernelCall) -> bool:
-    if not isinstance(ins, KernelCall):
-        return False
-    name = _op_name(p, ins)
-    if name not in CUDA_OPERATORS:
-        return False
-    other = _OTHER_DTYPES.get(name, {})
-    floating = set()
-    for pos, a in enumerate(ins.args):
-        allowed = other.get(pos, other.get(pos - len(ins.args), FLOATING))
-        for t in _tensor_args(p, [a]):
-            if t.dtype not in allowed or len(t.sizes) > MAX_DIMS:
-                return False
-            if t.dtype in FLOATING:
-                floating.add(t.dtype)
-    if len(floating) > 1 and name != "aten::_to_copy":  # one element type per kernel, but for conversions
-        return False
-    if name == "aten::_to_copy":  # between float types only
-        return all(t.dtype in FLOATING for t in _tensor_args(p, ins.args))
-    if name == "executorch::int8_linear":  # float32 activations; packed groups of 4 int8 values
-        k = p.values[ins.args[1]].payload.sizes[-1]
-        return floating == {FLOAT32} and k % 4 == 0 and k <= MAX_INT8_DEPTH
-    if name == "aten::scaled_dot_product_attention":
-        return _attention_supported(p, ins)
-    if name == "aten::any.dim":
-        rank = len(p.values[ins.args[0]].payload.sizes)
-        return rank > 0 and p.values[ins.args[1]].payload in (-1, rank - 1)
-    if name == "aten::embedding":
-        return len(p.values[ins.args[0]].payload.sizes) == 2
-    if name == "aten::split_with_sizes":
-        return len(p.values[ins.args[0]].payload.sizes) > 0
-    if name in ("aten::_softmax", "aten::_log_softmax"):
-        rank = len(p.values[ins.args[0]].payload.sizes)
-        dim = p.values[ins.args[1]].payload
-        return dim in (-1, rank - 1)
-    if name == "aten::convolution":
-        transposed = p.values[ins.args[6]].payload
-        return not transposed and len(p.values[ins.args[0]].payload.sizes) == 4
-    if name in ("aten::max_pool2d_with_indices", "aten::avg_pool2d"):
-        if name == "aten::avg_pool2d" and p.values[ins.args[6]].kind != "null":
-            return False
-        return len(p.values[ins.args[0]].payload.sizes) == 4
-    if name == "aten::mean.dim":
-        rank = len(p.values[ins.args[0]].payload.sizes)
-        dims = p.values[ins.args[1]]
-        if dims.kind != "int_list" or not dims.payload:
-            return False
-        reduced = sorted(d % rank for d in dims.payload)
-        return reduced == list(range(rank - len(reduced), rank))
-    if name.startswith(("aten::add", "aten::sub", "aten::mul", "aten::div")):
-        other = p.values[ins.args[1]]
-        return other.kind in ("tensor", "int", "double")
-    return True
+def refusals(p: Plan, constants: bytes) -> list[str]:
+    """For each instruction of `p`, why CudaBackend cannot run it ('' where it can).
+
+    The answer comes from the backend's own payload checks (backends/cuda/runtime/payload.cpp, the
+    code its init runs), asked through the extension on the CPU: what is delegated is exactly what
+    the backend accepts, and an operator or a limit is added in one place.
+    """
+    from executorch import _C
+
+    program = serialize(ProgramSpec(plans=[p], segments=[constants], metadata={"producer": "executorch.export"}))
+    return list(_C.cuda_explain_instructions(program))
 
 
-def _attention_supported(p: Plan, ins: KernelCall) -> bool:
-    """3-D or 4-D, no dropout, head sizes and query counts the kernel takes, mask or causal."""
-    q, k, v = (p.values[a].payload.sizes for a in ins.args[:3])
-    mask, dropout, causal = (p.values[a] for a in ins.args[3:6])
-    rank = len(q)
-    if rank not in (3, 4) or len(k) != rank or len(v) != rank or dropout.payload != 0:
-        return False
-    if mask.kind == "tensor" and (causal.payload or len(mask.payload.sizes) > rank):
-        return False
-    return q[-1] <= MAX_ATTENTION_HEAD_DIM and v[-1] <= MAX_ATTENTION_HEAD_DIM and q[-2] <= MAX_ATTENTION_QUERIES
-
-
-def _runs(p: Plan) -> list[tuple[int, int]]:
+def _runs(p: Plan, constants: bytes, reasons: list[str] | None = None) -> list[tuple[int, int]]:
     runs, start = [], None
-    for k, ins in enumerate(p.instructions):
-        if supported(p, ins):
+    for k, why in enumerate(refusals(p, constants) if reasons is None else reasons):
+        if not why:
             start = k if start is None else start
         elif start is not None:
             runs.append((start, k))
@@ -245,13 +160,18 @@ def _drop_unused_constants(p: Plan, constants: bytes) -> bytes:
 
 
 def delegate_to_cuda(p: Plan, constants: bytes, segments: list[bytes],
-                     compile_specs: dict[str, bytes] | None = None) -> int:
+                     compile_specs: dict[str, bytes] | None = None) -> tuple[int, dict[str, str]]:
     """Rewrites `p` in place; appends payloads to `segments` (segments[0], the constants, shrinks to
     what the CPU part still reads); each delegate call carries `compile_specs`. Returns the number of
-    delegate calls."""
-    runs = _runs(p)
+    delegate calls, and for each operator left to the CPU kernels the backend's first reason."""
+    reasons = refusals(p, constants)
+    refused: dict[str, str] = {}
+    for ins, why in zip(p.instructions, reasons):
+        if why:
+            refused.setdefault(_op_name(p, ins), why)
+    runs = _runs(p, constants, reasons)
     if not runs:
-        return 0
+        return 0, refused
     new_instructions = []
     previous = 0
     for lo, hi in runs:
@@ -275,4 +195,4 @@ def delegate_to_cuda(p: Plan, constants: bytes, segments: list[bytes],
         if users and all(isinstance(u, DelegateCall) for u in users) and i not in p.outputs:
             spec: TensorSpec = p.values[i].payload
             spec.mem_id, spec.mem_offset, spec.device = -1, 0, 1
-    return len(runs)
+    return len(runs), refused
