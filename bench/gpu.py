@@ -2,6 +2,7 @@
 throughput of the shim library (aoti_torch_cuda_mm_out) against torch.matmul.
 
     python bench/gpu.py [--batches 1,32] [--dtypes float32,float16,bfloat16,int8] [--repeat 50] [--gemm 4096] [--no-compile]
+    python bench/gpu.py --models real [--dtypes float32,float16,bfloat16] [--compile resnet50,vit_b_16,...]
 
 Our side: the model exported with backend="cuda", run from Python with inputs in host memory
 (copied to the device and back by the delegate, as a CPU caller's would be). torch's side: the same
@@ -10,6 +11,11 @@ torch.compile'd. dtype int8: ours exported with quantize="int8" (int8 weights, a
 per row on the device), torch's the float32 model (max |err| is then the quantization error). Median of --repeat runs after warm-up; ratio = ours / torch (lower is faster).
 GEMM: TF/s of both and their ratio ours / torch (higher is better), with the relative error of ours
 against float64.
+
+--models real runs the models of tests/models/real.py (and ResNet-50) at their example inputs (batch
+1), printing for each dtype the number of delegate calls (or why export failed), ours, torch eager
+and, for the models named by --compile, torch.compile(mode="reduce-overhead"), with the largest
+error relative to torch's largest output.
 """
 
 from __future__ import annotations
@@ -78,6 +84,50 @@ def gemm_tflops(size: int, repeat: int) -> None:
             shims.aoti_torch_delete_tensor_object(h)
 
 
+def _leaves(out) -> list[torch.Tensor]:
+    return [t for t in torch.utils._pytree.tree_leaves(out) if isinstance(t, torch.Tensor)]
+
+
+def real_models(dtypes: list[str], compiled: set[str], repeat: int) -> None:
+    from executorch.export import ExportError
+    from tests.models.real import MODELS as REAL, MORE_MODELS
+
+    cases = {**REAL, "resnet50": MORE_MODELS["resnet50"]}
+    print(f"{'model':28} {'dtype':>8} {'calls':>5} {'ours ms':>9} {'eager ms':>9} {'ratio':>6} {'compile ms':>10} "
+          f"{'ratio':>6} {'rel err':>9}")
+    for name, factory in cases.items():
+        for label in dtypes:
+            dtype = getattr(torch, label)
+            model, inputs = factory()
+            try:
+                program = Runtime.get().load_program(export(model, inputs, backend="cuda", dtype=dtype))
+            except ExportError as e:
+                print(f"{name:28} {label:>8} export failed: {str(e)[:300]}", flush=True)
+                continue
+            method = program.load_method()
+            inputs = [x.to(dtype) if x.is_floating_point() else x for x in inputs]
+            arrays = [x.numpy() for x in inputs] if dtype != torch.bfloat16 else list(inputs)
+            gpu_model = model.to(dtype).cuda()
+            gpu_inputs = [x.cuda() for x in inputs]
+
+            def timed(fn):
+                def call():
+                    with torch.no_grad():
+                        fn(*gpu_inputs)
+                    torch.cuda.synchronize()
+                return median_ms(call, repeat)
+
+            ours = median_ms(lambda: method.execute(arrays), repeat)
+            eager = timed(gpu_model)
+            compile_ms = timed(torch.compile(gpu_model, mode="reduce-overhead")) if name in compiled else float("nan")
+            with torch.no_grad():
+                ref = _leaves(gpu_model(*gpu_inputs))[0].float().cpu()
+            got = torch.as_tensor(method.execute(arrays)[0]).float()
+            err = float((got - ref).abs().max()) / max(float(ref.abs().max()), 1e-30)
+            print(f"{name:28} {label:>8} {program.metadata('cuda_delegate_calls'):>5} {ours:9.3f} {eager:9.3f} "
+                  f"{ours / eager:6.2f} {compile_ms:10.3f} {ours / compile_ms:6.2f} {err:9.2e}", flush=True)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--batches", default="1,32")
@@ -86,8 +136,15 @@ def main() -> int:
     parser.add_argument("--no-compile", action="store_true", help="skip the torch.compile column")
     parser.add_argument("--dtypes", default="float32,float16,bfloat16,int8",
                         help="model dtypes (export(dtype=...); int8: export(quantize='int8'))")
+    parser.add_argument("--models", choices=("zoo", "real"), default="zoo")
+    parser.add_argument("--compile", default="resnet50,efficientnet_b0,vit_b_16,gpt2",
+                        help="real models that also get the torch.compile column")
     args = parser.parse_args()
     assert torch.cuda.is_available(), "needs a CUDA device"
+    if args.models == "real":
+        dtypes = [d for d in args.dtypes.split(",") if d != "int8"]
+        real_models(dtypes, set(args.compile.split(",")) if not args.no_compile else set(), args.repeat)
+        return 0
     if args.gemm:
         gemm_tflops(args.gemm, args.repeat)
     print(f"{'model':10} {'dtype':>8} {'batch':>5} {'calls':>5} {'ours ms':>9} {'torch ms':>9} {'ratio':>6} "

@@ -155,17 +155,18 @@ Error extreme_dim(Args args, const char* op, bool is_max) {
 }
 Error max_dim(KernelRuntimeContext&, Args args) { return extreme_dim(args, "aten::max.dim", true); }
 Error min_dim(KernelRuntimeContext&, Args args) { return extreme_dim(args, "aten::min.dim", false); }
-// max(self), min(self), any(self), all(self): over every element.
-Error over_all(Args args, const char* op, Reduce kind) {
-  ET_TRY(check_count(args, 2, op));
+// max(self), min(self), any(self), all(self), mean(self, dtype?): over every element.
+Error over_all(Args args, const char* op, Reduce kind, size_t count = 2) {
+  ET_TRY(check_count(args, count, op));
   EValue every, keepdim(false);
-  EValue* patched[4] = {args[0], &every, &keepdim, args[1]};
+  EValue* patched[4] = {args[0], &every, &keepdim, args[count - 1]};
   return reduce(Args(patched, 4), op, 4, kind);
 }
 Error max_all(KernelRuntimeContext&, Args args) { return over_all(args, "aten::max", Reduce::Max); }
 Error min_all(KernelRuntimeContext&, Args args) { return over_all(args, "aten::min", Reduce::Min); }
 Error any_all(KernelRuntimeContext&, Args args) { return over_all(args, "aten::any", Reduce::Any); }
 Error all_all(KernelRuntimeContext&, Args args) { return over_all(args, "aten::all", Reduce::All); }
+Error mean_all(KernelRuntimeContext&, Args args) { return over_all(args, "aten::mean", Reduce::Mean, 3); }
 // prod.dim_int(self, dim, keepdim, dtype?), prod(self, dtype?)
 Error prod_dim(KernelRuntimeContext&, Args args) { return with_single_dim(args, "aten::prod.dim_int", Reduce::Prod); }
 Error sum_all(KernelRuntimeContext&, Args args) {
@@ -301,6 +302,7 @@ const runtime::Kernel kKernels[] = {
     {"aten::min", min_all},
     {"aten::any", any_all},
     {"aten::all", all_all},
+    {"aten::mean", mean_all},
     {"aten::prod.dim_int", prod_dim},
     {"aten::sum", sum_all},
     {"aten::var.correction", var},

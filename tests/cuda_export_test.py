@@ -19,11 +19,15 @@ from executorch.runtime import ExecutorchError, Runtime  # noqa: E402
 from tests.models.zoo import MODELS, partly_delegated  # noqa: E402
 
 
+def lower(model: torch.nn.Module, example: tuple):
+    """The float32 plan and constants the exporter would delegate from."""
+    ep = torch.export.export(model, example).run_decompositions()
+    return _export._lower(ep, "forward", set(_export.supported_operators()))
+
+
 def lowered(name: str):
     model, example = MODELS[name]()
-    ep = torch.export.export(model, example).run_decompositions()
-    plan, constants = _export._lower(ep, "forward", set(_export.supported_operators()))
-    return model, example, plan, constants
+    return (model, example, *lower(model, example))
 
 
 @pytest.mark.parametrize("name", sorted(MODELS))
@@ -93,7 +97,7 @@ def test_cuda_archs_travel_with_every_delegate_call() -> None:
     spec = deserialize(export(model, example, backend="cuda", cuda_archs=["sm_90", "compute_90"]))
     assert len(spec.plans[0].delegates) == int(spec.metadata["cuda_delegate_calls"]) == 2
     cpu_ops = [spec.plans[0].operators[i.op_index][0] for i in spec.plans[0].instructions if hasattr(i, "op_index")]
-    assert cpu_ops == ["aten::cos"], cpu_ops
+    assert cpu_ops == ["aten::atan"], cpu_ops
     assert all(d.compile_specs == {"cuda_archs": b"sm_90,compute_90"} for d in spec.plans[0].delegates)
     assert all(d.compile_specs == {} for d in deserialize(export(model, example, backend="cuda")).plans[0].delegates)
 
@@ -139,7 +143,68 @@ def test_half_precision_needs_every_operator_on_the_gpu() -> None:
     from executorch.export import ExportError
 
     model, example = partly_delegated()
-    with pytest.raises(ExportError, match="CudaBackend does not run aten::cos .CudaBackend does not implement aten::cos"):
+    with pytest.raises(ExportError, match="CudaBackend does not run aten::atan .CudaBackend does not implement aten::atan"):
         export(model, example, backend="cuda", dtype=torch.float16)
     with pytest.raises(ExportError, match="dtype must be"):
         export(model, example, backend="cuda", dtype=torch.int8)
+
+
+class VisionOps(torch.nn.Module):
+    """The shape and activation operators of real vision and language models that CudaBackend runs:
+    slices, selects, concatenation, adaptive pooling by an even split, clamps, hard activations,
+    powers and unary math."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = torch.nn.Conv2d(4, 8, 3, padding=1)
+        self.conv1d = torch.nn.Conv1d(10, 10, 3, padding=1, groups=2)
+        self.register_buffer("picks", torch.tensor([4, 0, 18, 7, 7]))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        F = torch.nn.functional
+        y = self.conv(x)
+        y = torch.cat([F.hardswish(y[:, :4]), F.relu6(y[:, 4:]), F.hardsigmoid(y[:, 1:3])], 1)
+        y = F.leaky_relu(y.clamp(-2.0, 2.5), 0.1) + y[:, :, 1:-1:2].pow(2).mean() + y.select(2, 3).abs().sqrt().sum()
+        y = F.adaptive_avg_pool2d(y, 4) + torch.sin(y[..., ::2, ::2]).cos() * torch.erf(y[..., 1::2, 1::2])
+        y = torch.log(y.clamp(min=0.5)).flatten(2)
+        y = self.conv1d(y) + y.as_strided((2, 10, 16), (160, 16, 1), 0)
+        y = F.pad(y, (2, 1, 0, 0, 1, 0), value=0.5) + F.pad(y, (-1, 4))[:, :1, 2:5].sum()
+        return y.index_select(2, self.picks) + y.index_select(0, self.picks[:2] % 3).mean()
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
+def test_shape_and_activation_operators_are_one_delegate_call(dtype) -> None:
+    from executorch.serialization.pte import deserialize
+
+    torch.manual_seed(0)
+    model, example = VisionOps().eval(), (torch.randn(2, 4, 8, 8),)
+    spec = deserialize(export(model, example, backend="cuda", dtype=dtype))
+    assert spec.metadata["cuda_delegate_calls"] == "1"
+    assert not [i for i in spec.plans[0].instructions if hasattr(i, "op_index")], "a CPU kernel is left"
+    # The float32 payload, run on the CPU runtime, computes the model.
+    plan, constants = lower(model, example)
+    payload, inputs, _ = _partition._subprogram(plan, constants, 0, len(plan.instructions))
+    got = Runtime.get().load_program(payload).load_method().execute([example[0].numpy()])[0]
+    with torch.no_grad():
+        want = model(*example).numpy()
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * float(np.abs(want).max()))
+
+
+def test_what_stays_on_the_cpu_is_what_the_backend_refuses() -> None:
+    """The partitioner's answer is the backend's own (payload.cpp): convolution runs, transposed
+    convolution does not, and each refusal says why."""
+    class M(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.c1, self.c2 = torch.nn.ConvTranspose2d(4, 4, 3), torch.nn.Conv2d(4, 4, 3)
+
+        def forward(self, x):
+            return self.c2(x).sum() + self.c1(x).sum()
+
+    model, example = M().eval(), (torch.randn(1, 4, 6, 6),)
+    plan, constants = lower(model, example)
+    reasons = dict(zip((_partition._op_name(plan, i) + f"#{k}" for k, i in enumerate(plan.instructions)),
+                       _partition.refusals(plan, constants)))
+    convs = {k: v for k, v in reasons.items() if k.startswith("aten::convolution")}
+    assert sorted(bool(v) for v in convs.values()) == [False, True], convs
+    assert any("only non-transposed convolution" in v for v in convs.values()), convs

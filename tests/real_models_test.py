@@ -149,7 +149,7 @@ def _families() -> dict:
                      (*_IMG, torch.tensor([3, 0, 7, 1, 5]))),
         "embedding": (Fn(lambda m, i: m[0](i) * 2, nn.Embedding(50, 16, padding_idx=0)), (torch.randint(0, 50, (3, 7)),)),
         "reductions": (Fn(lambda m, x: (x.sum(), x.sum((1, 3), keepdim=True), x.mean(-1), x.amax(2), x.amin((0, 1)),
-                                        x.argmax(1), x.argmin(-1), x.argmax(), *x.max(2), *x.min(-1, keepdim=True), x.max(), x.min(), (x > 2).any(), (x > -3).all(),
+                                        x.argmax(1), x.argmin(-1), x.argmax(), *x.max(2), *x.min(-1, keepdim=True), x.max(), x.min(), x.mean(), (x > 2).any(), (x > -3).all(),
                                         x.clamp(x.mean(1, keepdim=True), x.amax(3, keepdim=True)),
                                         x.clamp(min=torch.zeros(10)), x.prod(3), x.var(1), x.std(2, correction=0),
                                         torch.logsumexp(x, 3), x.cumsum(2), torch.linalg.vector_norm(x, dim=1),

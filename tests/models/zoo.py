@@ -75,7 +75,7 @@ class TinyLM(nn.Module):
 
 
 class PartlyDelegated(nn.Module):
-    """Linear layers around an operator CudaBackend lacks (cos): with backend="cuda" it exports as
+    """Linear layers around an operator CudaBackend lacks (atan): with backend="cuda" it exports as
     two delegate calls with a CPU kernel between them."""
 
     def __init__(self) -> None:
@@ -83,7 +83,7 @@ class PartlyDelegated(nn.Module):
         self.a, self.b = nn.Linear(32, 32), nn.Linear(32, 8)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.b(torch.cos(torch.relu(self.a(x))))
+        return self.b(torch.atan(torch.relu(self.a(x))))
 
 
 def partly_delegated(batch: int = 1) -> tuple[nn.Module, tuple]:

@@ -14,7 +14,11 @@ constexpr int kMaxAttentionHeadDim = 128;
 constexpr int kAttentionRowsPerBlock = 8;
 constexpr int64_t kMaxAttentionQueries = int64_t{65535} * kAttentionRowsPerBlock;
 
-enum class Unary { Relu, Silu, Gelu, GeluTanh, Sigmoid, Tanh, Neg, Exp, Rsqrt };
+// Unary ops; Clamp, LeakyRelu and Pow read two scalar parameters p0, p1 (bounds, slope, exponent).
+enum class Unary {
+  Relu, Silu, Gelu, GeluTanh, Sigmoid, Tanh, Neg, Exp, Rsqrt, Clamp, HardSwish, HardSigmoid, LeakyRelu, Pow, Sqrt, Abs,
+  Log, Sin, Cos, Erf
+};
 enum class Binary { Add, Sub, Mul, Div };
 enum class Compare { Eq, Ne, Lt, Le, Gt, Ge };
 // The floating element types a kernel converts between (_to_copy).

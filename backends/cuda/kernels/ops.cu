@@ -22,7 +22,7 @@ __device__ __forceinline__ __half st<__half>(float v) { return __float2half_rn(v
 template <>
 __device__ __forceinline__ __nv_bfloat16 st<__nv_bfloat16>(float v) { return __float2bfloat16_rn(v); }
 
-__device__ float apply(Unary op, float x) {
+__device__ float apply(Unary op, float x, float p0, float p1) {
   switch (op) {
     case Unary::Relu: return x > 0.f ? x : 0.f;
     case Unary::Silu: return x / (1.f + expf(-x));
@@ -33,6 +33,17 @@ __device__ float apply(Unary op, float x) {
     case Unary::Neg: return -x;
     case Unary::Exp: return expf(x);
     case Unary::Rsqrt: return rsqrtf(x);
+    case Unary::Clamp: return x != x ? x : fminf(fmaxf(x, p0), p1);  // NaN stays NaN
+    case Unary::HardSwish: return x * fminf(fmaxf(x + 3.f, 0.f), 6.f) / 6.f;
+    case Unary::HardSigmoid: return fminf(fmaxf(x + 3.f, 0.f), 6.f) / 6.f;
+    case Unary::LeakyRelu: return x > 0.f ? x : x * p0;
+    case Unary::Pow: return p0 == 2.f ? x * x : p0 == 0.5f ? sqrtf(x) : powf(x, p0);
+    case Unary::Sqrt: return sqrtf(x);
+    case Unary::Abs: return fabsf(x);
+    case Unary::Log: return logf(x);
+    case Unary::Sin: return sinf(x);
+    case Unary::Cos: return cosf(x);
+    case Unary::Erf: return erff(x);
   }
   return x;
 }
@@ -73,9 +84,9 @@ __device__ float block_max(float v, float* shared) {
 }
 
 template <typename T>
-__global__ void unary_kernel(Unary op, const T* __restrict__ x, T* __restrict__ y, int64_t n) {
+__global__ void unary_kernel(Unary op, float p0, float p1, const T* __restrict__ x, T* __restrict__ y, int64_t n) {
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i < n) y[i] = st<T>(apply(op, ld(x[i])));
+  if (i < n) y[i] = st<T>(apply(op, ld(x[i]), p0, p1));
 }
 
 template <typename T>
@@ -315,6 +326,27 @@ __global__ void strided_copy_kernel(const T* __restrict__ in, T* __restrict__ ou
   out[i] = in[off];
 }
 
+struct PadShape {
+  int dim;
+  int64_t out_sizes[kMaxOpDims], in_sizes[kMaxOpDims], in_strides[kMaxOpDims], before[kMaxOpDims];
+};
+
+// out[i] = the input element at out's coordinates less `before`, or `value` outside the input.
+template <typename T>
+__global__ void constant_pad_kernel(const T* __restrict__ in, T* __restrict__ out, PadShape s, float value, int64_t n) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= n) return;
+  int64_t rem = i, off = 0;
+  bool inside = true;
+  for (int d = s.dim - 1; d >= 0; --d) {
+    const int64_t c = rem % s.out_sizes[d] - s.before[d];
+    rem /= s.out_sizes[d];
+    inside = inside && c >= 0 && c < s.in_sizes[d];
+    off += c * s.in_strides[d];
+  }
+  out[i] = inside ? in[off] : st<T>(value);
+}
+
 template <typename T>
 __global__ void im2col_kernel(const T* __restrict__ x, T* __restrict__ col, int64_t images, int64_t image_stride,
                               int64_t channels, int64_t h, int64_t w, int64_t kh, int64_t kw, int64_t sh, int64_t sw,
@@ -403,9 +435,9 @@ cudaError_t kernels_loadable() {
 }
 
 template <typename T>
-cudaError_t launch_unary(Unary op, const T* x, T* y, int64_t n, cudaStream_t stream) {
+cudaError_t launch_unary(Unary op, float p0, float p1, const T* x, T* y, int64_t n, cudaStream_t stream) {
   if (n == 0) return cudaSuccess;
-  unary_kernel<<<blocks_for(n), kThreads, 0, stream>>>(op, x, y, n);
+  unary_kernel<<<blocks_for(n), kThreads, 0, stream>>>(op, p0, p1, x, y, n);
   return cudaGetLastError();
 }
 
@@ -548,6 +580,21 @@ cudaError_t launch_pool2d(const T* x, T* y, int64_t* indices, bool max, int64_t 
 }
 
 template <typename T>
+cudaError_t launch_constant_pad(const T* in, T* out, int dim, const int64_t* in_sizes, const int64_t* out_sizes,
+                                const int64_t* before, float value, cudaStream_t stream) {
+  if (dim > kMaxOpDims) return cudaErrorInvalidValue;
+  PadShape s{dim, {}, {}, {}, {}};
+  int64_t n = 1, stride = 1;
+  for (int d = dim - 1; d >= 0; --d) {
+    s.out_sizes[d] = out_sizes[d], s.in_sizes[d] = in_sizes[d], s.before[d] = before[d], s.in_strides[d] = stride;
+    stride *= in_sizes[d], n *= out_sizes[d];
+  }
+  if (n == 0) return cudaSuccess;
+  constant_pad_kernel<<<blocks_for(n), kThreads, 0, stream>>>(in, out, s, value, n);
+  return cudaGetLastError();
+}
+
+template <typename T>
 cudaError_t launch_row_reduce(const T* x, T* y, int64_t rows, int64_t cols, bool mean, cudaStream_t stream) {
   if (rows == 0) return cudaSuccess;
   row_reduce_kernel<<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(x, y, cols, mean);
@@ -556,7 +603,7 @@ cudaError_t launch_row_reduce(const T* x, T* y, int64_t rows, int64_t cols, bool
 
 // The three element types of every templated launcher.
 #define EXECUTORCH_CUDA_OPS_FOR(T)                                                                                      \
-  template cudaError_t launch_unary<T>(Unary, const T*, T*, int64_t, cudaStream_t);                                     \
+  template cudaError_t launch_unary<T>(Unary, float, float, const T*, T*, int64_t, cudaStream_t);                       \
   template cudaError_t launch_binary<T>(Binary, const T*, const T*, float, float, T*, int64_t, const Broadcast&,       \
                                         cudaStream_t);                                                                  \
   template cudaError_t launch_where<T>(const bool*, const T*, const T*, T*, int64_t, const Broadcast&, cudaStream_t);  \
@@ -577,7 +624,9 @@ cudaError_t launch_row_reduce(const T* x, T* y, int64_t rows, int64_t cols, bool
   template cudaError_t launch_pool2d<T>(const T*, T*, int64_t*, bool, int64_t, int64_t, int64_t, int64_t, int64_t,     \
                                         int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, bool,  \
                                         cudaStream_t);                                                                  \
-  template cudaError_t launch_row_reduce<T>(const T*, T*, int64_t, int64_t, bool, cudaStream_t);
+  template cudaError_t launch_row_reduce<T>(const T*, T*, int64_t, int64_t, bool, cudaStream_t);                       \
+  template cudaError_t launch_constant_pad<T>(const T*, T*, int, const int64_t*, const int64_t*, const int64_t*, float, \
+                                              cudaStream_t);
 
 EXECUTORCH_CUDA_OPS_FOR(float)
 EXECUTORCH_CUDA_OPS_FOR(__half)

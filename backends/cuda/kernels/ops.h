@@ -28,8 +28,9 @@ cudaError_t kernels_loadable();
 
 // Kernels on `stream`; each returns the launch status. T is float, __half or __nv_bfloat16 (the
 // three are instantiated); arithmetic is in float32 whatever T is.
+// y[i] = op(x[i]) with the op's parameters p0, p1 (see Unary).
 template <typename T>
-cudaError_t launch_unary(Unary op, const T* x, T* y, int64_t n, cudaStream_t stream);
+cudaError_t launch_unary(Unary op, float p0, float p1, const T* x, T* y, int64_t n, cudaStream_t stream);
 // out = a (op) alpha * b with broadcasting; b may be null (then `scalar` is used).
 template <typename T>
 cudaError_t launch_binary(Binary op, const T* a, const T* b, float scalar, float alpha, T* out, int64_t n,
@@ -97,6 +98,11 @@ template <typename T>
 cudaError_t launch_pool2d(const T* x, T* y, int64_t* indices, bool max, int64_t planes, int64_t h, int64_t w,
                           int64_t oh, int64_t ow, int64_t kh, int64_t kw, int64_t sh, int64_t sw, int64_t ph, int64_t pw,
                           int64_t dh, int64_t dw, bool count_include_pad, cudaStream_t stream);
+// Constant padding of a contiguous `dim`-D tensor: `before[d]` elements ahead of the input along
+// each dimension (negative: cropped), `value` where out reads outside it.
+template <typename T>
+cudaError_t launch_constant_pad(const T* in, T* out, int dim, const int64_t* in_sizes, const int64_t* out_sizes,
+                                const int64_t* before, float value, cudaStream_t stream);
 // y[r] = mean (or sum) of the `cols` contiguous elements of row r.
 template <typename T>
 cudaError_t launch_row_reduce(const T* x, T* y, int64_t rows, int64_t cols, bool mean, cudaStream_t stream);

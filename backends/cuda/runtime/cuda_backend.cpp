@@ -273,7 +273,8 @@ Error run_typed(const Op& op, void* index_error, cudaStream_t stream) {
   cudaError_t status = cudaSuccess;
   switch (op.plan.kind) {
     case OpKind::Unary: {
-      status = launch_unary(op.plan.unary, ptr<T>(a[0]), ptr<T>(a[a.size() - 1]), a[0]->to_tensor().numel(), stream);
+      status = launch_unary(op.plan.unary, op.plan.scalars[0], op.plan.scalars[1], ptr<T>(a[0]), ptr<T>(a[a.size() - 1]),
+                            a[0]->to_tensor().numel(), stream);
       break;
     }
     case OpKind::Binary: {
@@ -353,10 +354,11 @@ Error run_typed(const Op& op, void* index_error, cudaStream_t stream) {
       break;
     }
     case OpKind::MaxPool:
-    case OpKind::AvgPool: {
+    case OpKind::AvgPool:
+    case OpKind::AdaptiveAvgPool: {
       const bool is_max = op.plan.kind == OpKind::MaxPool;
       const Tensor& x = a[0]->to_tensor();
-      EValue* out = a[is_max ? 6 : 7];
+      EValue* out = a[is_max ? 6 : op.plan.kind == OpKind::AvgPool ? 7 : 2];
       const Tensor& o = out->to_tensor();
       const int64_t* v = op.plan.ints;
       status = launch_pool2d(ptr<T>(a[0]), ptr<T>(out), is_max ? a[7]->to_tensor().data_ptr<int64_t>() : nullptr, is_max,
@@ -364,11 +366,11 @@ Error run_typed(const Op& op, void* index_error, cudaStream_t stream) {
                              v[4], v[5], v[6], v[7], v[8] != 0, stream);
       break;
     }
-    case OpKind::Mean: {
+    case OpKind::RowReduce: {
       const Tensor& x = a[0]->to_tensor();
-      const Tensor& o = a[4]->to_tensor();
+      const Tensor& o = a[a.size() - 1]->to_tensor();
       const int64_t rows = o.numel(), cols = rows ? x.numel() / rows : 0;
-      status = launch_row_reduce(ptr<T>(a[0]), ptr<T>(a[4]), rows, cols, true, stream);
+      status = launch_row_reduce(ptr<T>(a[0]), ptr<T>(a[a.size() - 1]), rows, cols, op.plan.ints[0] != 0, stream);
       break;
     }
     case OpKind::Expand: {
@@ -391,6 +393,72 @@ Error run_typed(const Op& op, void* index_error, cudaStream_t stream) {
                                      o.mutable_data_ptr(), o.dim(), o.sizes(), x.strides(), o.numel(),
                                      static_cast<int>(o.element_size()), stream);
         at += o.size(static_cast<int>(dim));
+      }
+      break;
+    }
+    case OpKind::Slice:
+    case OpKind::Select: {
+      // A strided read of the input from the first element kept.
+      const Tensor& x = a[0]->to_tensor();
+      const Tensor& o = a[a.size() - 1]->to_tensor();
+      const int64_t dim = op.plan.ints[0], first = op.plan.ints[1];
+      int64_t strides[kMaxOpDims];
+      for (int d = 0, od = 0; d < x.dim(); ++d) {
+        if (op.plan.kind == OpKind::Slice) strides[od++] = x.strides()[d] * (d == dim ? op.plan.ints[2] : 1);
+        else if (d != dim) strides[od++] = x.strides()[d];
+      }
+      const auto* base = static_cast<const uint8_t*>(x.const_data_ptr()) + first * x.strides()[dim] * x.element_size();
+      status = launch_strided_copy(base, o.mutable_data_ptr(), o.dim(), o.sizes(), strides, o.numel(),
+                                   static_cast<int>(o.element_size()), stream);
+      break;
+    }
+    case OpKind::IndexSelect: {
+      // Each slice before dim is an embedding lookup: rows of `inner` elements picked by the index.
+      const Tensor &x = a[0]->to_tensor(), &idx = a[2]->to_tensor();
+      const int dim = static_cast<int>(op.plan.ints[0]);
+      int64_t outer = 1, inner = 1;
+      for (int d = 0; d < dim; ++d) outer *= x.size(d);
+      for (int d = dim + 1; d < x.dim(); ++d) inner *= x.size(d);
+      const int64_t rows = x.size(dim), n = idx.numel();
+      for (int64_t o = 0; o < outer && status == cudaSuccess; ++o) {
+        status = launch_embedding(ptr<T>(a[0]) + o * rows * inner, idx.const_data_ptr(),
+                                  idx.scalar_type() == runtime::ScalarType::Int, ptr<T>(a[3]) + o * n * inner, n, rows,
+                                  inner, static_cast<int*>(index_error), stream);
+      }
+      break;
+    }
+    case OpKind::ConstantPad: {
+      const Tensor& x = a[0]->to_tensor();
+      const Tensor& o = a[3]->to_tensor();
+      status = launch_constant_pad(ptr<T>(a[0]), ptr<T>(a[3]), x.dim(), x.sizes(), o.sizes(), op.plan.ints,
+                                   op.plan.scalars[0], stream);
+      break;
+    }
+    case OpKind::AsStrided: {
+      const Tensor& x = a[0]->to_tensor();
+      const Tensor& o = a[4]->to_tensor();
+      const auto* base = static_cast<const uint8_t*>(x.const_data_ptr()) + op.plan.ints[0] * x.element_size();
+      status = launch_strided_copy(base, o.mutable_data_ptr(), o.dim(), o.sizes(), a[2]->to_int_list().data(), o.numel(),
+                                   static_cast<int>(o.element_size()), stream);
+      break;
+    }
+    case OpKind::Cat: {
+      // Each piece is `outer` rows of its extent along dim, written at its column of the output's rows.
+      const Tensor& o = a[2]->to_tensor();
+      const int64_t dim = op.plan.ints[0];
+      int64_t outer = 1;
+      for (int d = 0; d < dim; ++d) outer *= o.size(d);
+      const size_t row = static_cast<size_t>(o.size(static_cast<int>(dim)) * o.strides()[dim]) * o.element_size();
+      size_t at = 0;
+      for (const EValue* item : a[0]->to_tensor_list()) {
+        const Tensor& t = item->to_tensor();
+        const size_t width = static_cast<size_t>(t.size(static_cast<int>(dim)) * o.strides()[dim]) * o.element_size();
+        if (width && outer) {
+          status = cudaMemcpy2DAsync(static_cast<uint8_t*>(o.mutable_data_ptr()) + at, row, t.const_data_ptr(), width,
+                                     width, static_cast<size_t>(outer), cudaMemcpyDeviceToDevice, stream);
+          if (status != cudaSuccess) break;
+        }
+        at += width;
       }
       break;
     }
@@ -593,7 +661,7 @@ class CudaBackend final : public runtime::BackendInterface {
       if (op.plan.kind == OpKind::Conv) ET_TRY(prepare_conv(op));
       if (op.plan.kind == OpKind::BatchNorm) ET_TRY(prepare_batch_norm(op));
       if (op.plan.kind == OpKind::Int8Linear) ET_TRY(prepare_int8_linear(op));
-      d->checks_indices |= op.plan.kind == OpKind::Embedding;
+      d->checks_indices |= op.plan.kind == OpKind::Embedding || op.plan.kind == OpKind::IndexSelect;
       if (op.plan.kind == OpKind::Addmm || op.plan.kind == OpKind::Mm || op.plan.kind == OpKind::Bmm) {
         for (size_t t : op.plan.kind == OpKind::Addmm ? std::vector<size_t>{0, 1, 2, 5} : std::vector<size_t>{0, 1, 2}) {
           op.shim.emplace_back();

@@ -1,5 +1,7 @@
 #include <executorch/backends/cuda/runtime/payload.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <string>
@@ -30,6 +32,10 @@ bool is_floating(runtime::ScalarType t) {
 // A floating tensor; plan_op has checked that all of an op's floating tensors share one dtype.
 bool is_float(const EValue* v) { return v->is_tensor() && is_floating(v->to_tensor().scalar_type()); }
 bool is_bool(const EValue* v) { return v->is_tensor() && v->to_tensor().scalar_type() == runtime::ScalarType::Bool; }
+// Two tensors of one dtype, any: for the ops that only move elements.
+bool same_type_tensors(const EValue* a, const EValue* b) {
+  return a->is_tensor() && b->is_tensor() && a->to_tensor().scalar_type() == b->to_tensor().scalar_type();
+}
 
 // Each check names the operator and the argument.
 #define PAYLOAD_CHECK(cond, ...) ET_CHECK_OR_RETURN(cond, Error::InvalidProgram, __VA_ARGS__)
@@ -85,7 +91,12 @@ bool classify(const std::string& name, OpPlan* op) {
   static const struct { const char* name; Unary op; } unary[] = {
       {"aten::relu", Unary::Relu},       {"aten::silu", Unary::Silu},   {"aten::sigmoid", Unary::Sigmoid},
       {"aten::tanh", Unary::Tanh},       {"aten::neg", Unary::Neg},     {"aten::exp", Unary::Exp},
-      {"aten::rsqrt", Unary::Rsqrt},     {"aten::gelu", Unary::Gelu},
+      {"aten::rsqrt", Unary::Rsqrt},     {"aten::gelu", Unary::Gelu},   {"aten::clamp", Unary::Clamp},
+      {"aten::hardtanh", Unary::Clamp},  {"aten::hardswish", Unary::HardSwish},
+      {"aten::hardsigmoid", Unary::HardSigmoid},                         {"aten::leaky_relu", Unary::LeakyRelu},
+      {"aten::pow.Tensor_Scalar", Unary::Pow},                           {"aten::sqrt", Unary::Sqrt},
+      {"aten::abs", Unary::Abs},         {"aten::log", Unary::Log},     {"aten::sin", Unary::Sin},
+      {"aten::cos", Unary::Cos},         {"aten::erf", Unary::Erf},
   };
   static const struct { const char* name; Binary op; } binary[] = {
       {"aten::add.Tensor", Binary::Add}, {"aten::sub.Tensor", Binary::Sub}, {"aten::mul.Tensor", Binary::Mul},
@@ -120,9 +131,19 @@ bool classify(const std::string& name, OpPlan* op) {
       {"aten::_native_batch_norm_legit_no_training", OpKind::BatchNorm},
       {"aten::max_pool2d_with_indices", OpKind::MaxPool},
       {"aten::avg_pool2d", OpKind::AvgPool},
-      {"aten::mean.dim", OpKind::Mean},
+      {"aten::mean.dim", OpKind::RowReduce},
+      {"aten::mean", OpKind::RowReduce},
+      {"aten::sum.dim_IntList", OpKind::RowReduce},
+      {"aten::sum", OpKind::RowReduce},
       {"executorch::int8_linear", OpKind::Int8Linear},
       {"aten::scaled_dot_product_attention", OpKind::Attention},
+      {"aten::slice.Tensor", OpKind::Slice},
+      {"aten::as_strided", OpKind::AsStrided},
+      {"aten::constant_pad_nd", OpKind::ConstantPad},
+      {"aten::index_select", OpKind::IndexSelect},
+      {"aten::select.int", OpKind::Select},
+      {"aten::cat", OpKind::Cat},
+      {"aten::_adaptive_avg_pool2d", OpKind::AdaptiveAvgPool},
   };
   for (const auto& u : unary) {
     if (name == u.name) return op->kind = OpKind::Unary, op->unary = u.op, true;
@@ -139,6 +160,208 @@ bool classify(const std::string& name, OpPlan* op) {
   return false;
 }
 
+// The scalars a unary op reads: gelu's approximation, clamp's and hardtanh's bounds (None: open),
+// leaky_relu's slope, pow's exponent. Every other unary op is (self, out).
+Error plan_unary_parameters(Span<EValue*> a, const char* op, OpPlan* plan) {
+  const size_t n = a.size();
+  float* p = plan->scalars;
+  auto number = [](const EValue* v, float fallback) {
+    return v->is_none() ? fallback : static_cast<float>(v->scalar_as_double());
+  };
+  switch (plan->unary) {
+    case Unary::Gelu:
+      PAYLOAD_CHECK(n == 2 || (n == 3 && a[1]->tag() == EValue::Tag::String), "%s %s: %zu arguments", kCudaBackendName,
+                    op, n);
+      if (n == 3 && a[1]->to_string().size() == 4 && std::memcmp(a[1]->to_string().data(), "tanh", 4) == 0) {
+        plan->unary = Unary::GeluTanh;
+      }
+      return Error::Ok;
+    case Unary::Clamp:
+      PAYLOAD_CHECK(n == 4, "%s %s: %zu arguments", kCudaBackendName, op, n);
+      for (size_t i : {1, 2}) {
+        PAYLOAD_CHECK(a[i]->is_none() || a[i]->is_int() || a[i]->is_double(), "%s %s: bound %zu must be a number or None",
+                      kCudaBackendName, op, i);
+      }
+      p[0] = number(a[1], -INFINITY), p[1] = number(a[2], INFINITY);
+      return Error::Ok;
+    case Unary::LeakyRelu:
+    case Unary::Pow:
+      PAYLOAD_CHECK(n == 3, "%s %s: %zu arguments", kCudaBackendName, op, n);
+      ET_TRY(need_number(a[1], op, 1));
+      p[0] = static_cast<float>(a[1]->scalar_as_double());
+      return Error::Ok;
+    default:
+      PAYLOAD_CHECK(n == 2, "%s %s: %zu arguments", kCudaBackendName, op, n);
+      return Error::Ok;
+  }
+}
+
+// `out` has `x`'s dtype and shape except `size` at `dim` (which is in range).
+Error need_shape_but(const Tensor& x, const EValue* out, int64_t dim, int64_t size, const char* op) {
+  PAYLOAD_CHECK(out->is_tensor() && out->to_tensor().scalar_type() == x.scalar_type() && out->to_tensor().dim() == x.dim(),
+                "%s %s: the output's dtype or rank differs", kCudaBackendName, op);
+  for (int d = 0; d < x.dim(); ++d) {
+    PAYLOAD_CHECK(out->to_tensor().size(d) == (d == dim ? size : x.size(d)), "%s %s: the output's shape differs",
+                  kCudaBackendName, op);
+  }
+  return Error::Ok;
+}
+
+// A dimension argument of `x`, wrapped.
+Error dim_at(const EValue* v, const Tensor& x, const char* op, int64_t* dim) {
+  PAYLOAD_CHECK(v->is_int() && x.dim() > 0 && v->to_int() >= -x.dim() && v->to_int() < x.dim(),
+                "%s %s: dimension out of range", kCudaBackendName, op);
+  *dim = v->to_int() < 0 ? v->to_int() + x.dim() : v->to_int();
+  return Error::Ok;
+}
+
+// slice.Tensor(self, dim, start?, end?, step, out); ints = dim, start, step (start and end clipped
+// into the dimension as PyTorch does).
+Error plan_slice(Span<EValue*> a, const char* op, OpPlan* plan) {
+  PAYLOAD_CHECK(a.size() == 6 && a[0]->is_tensor() && a[4]->is_int(), "%s %s: arguments", kCudaBackendName, op);
+  const Tensor& x = a[0]->to_tensor();
+  int64_t dim;
+  ET_TRY(dim_at(a[1], x, op, &dim));
+  const int64_t size = x.size(static_cast<int>(dim)), step = a[4]->to_int();
+  PAYLOAD_CHECK(step > 0 && (a[2]->is_none() || a[2]->is_int()) && (a[3]->is_none() || a[3]->is_int()),
+                "%s %s: start and end must be integers or None, step positive", kCudaBackendName, op);
+  auto clip = [size](const EValue* v, int64_t fallback) {
+    int64_t i = v->is_none() ? fallback : v->to_int();
+    if (i < 0) i = i < -size ? 0 : i + size;
+    return i > size ? size : i;
+  };
+  const int64_t start = clip(a[2], 0), end = std::max(start, clip(a[3], size));
+  ET_TRY(need_shape_but(x, a[5], dim, (end - start + step - 1) / step, op));
+  plan->ints[0] = dim, plan->ints[1] = start, plan->ints[2] = step;
+  return Error::Ok;
+}
+
+// select.int(self, dim, index, out); ints = dim, index (wrapped).
+Error plan_select(Span<EValue*> a, const char* op, OpPlan* plan) {
+  PAYLOAD_CHECK(a.size() == 4 && same_type_tensors(a[0], a[3]) && a[2]->is_int(), "%s %s: arguments", kCudaBackendName,
+                op);
+  const Tensor& x = a[0]->to_tensor();
+  int64_t dim;
+  ET_TRY(dim_at(a[1], x, op, &dim));
+  const int64_t size = x.size(static_cast<int>(dim)), index = a[2]->to_int();
+  PAYLOAD_CHECK(index >= -size && index < size, "%s %s: index %lld out of range", kCudaBackendName, op,
+                static_cast<long long>(index));
+  const Tensor& o = a[3]->to_tensor();
+  PAYLOAD_CHECK(o.dim() == x.dim() - 1, "%s %s: the output's rank differs", kCudaBackendName, op);
+  for (int d = 0, od = 0; d < x.dim(); ++d) {
+    if (d == dim) continue;
+    PAYLOAD_CHECK(o.size(od++) == x.size(d), "%s %s: the output's shape differs", kCudaBackendName, op);
+  }
+  plan->ints[0] = dim, plan->ints[1] = index < 0 ? index + size : index;
+  return Error::Ok;
+}
+
+// as_strided(self, size, stride, storage_offset?, out) reading inside the (contiguous) input;
+// ints = storage offset.
+Error plan_as_strided(Span<EValue*> a, const char* op, OpPlan* plan) {
+  PAYLOAD_CHECK(a.size() == 5 && same_type_tensors(a[0], a[4]) && a[1]->is_int_list() && a[2]->is_int_list() &&
+                    (a[3]->is_none() || a[3]->is_int()),
+                "%s %s: arguments", kCudaBackendName, op);
+  const Tensor &x = a[0]->to_tensor(), &o = a[4]->to_tensor();
+  const auto sizes = a[1]->to_int_list(), strides = a[2]->to_int_list();
+  const int64_t offset = a[3]->is_none() ? 0 : a[3]->to_int();
+  PAYLOAD_CHECK(sizes.size() == strides.size() && static_cast<int>(sizes.size()) == o.dim() && o.dim() <= kMaxOpDims &&
+                    offset >= 0,
+                "%s %s: sizes, strides and output disagree", kCudaBackendName, op);
+  int64_t last = offset;
+  for (size_t d = 0; d < sizes.size(); ++d) {
+    int64_t span = 0;
+    PAYLOAD_CHECK(o.size(static_cast<int>(d)) == sizes[d] && strides[d] >= 0 &&
+                      !__builtin_mul_overflow(sizes[d] > 0 ? sizes[d] - 1 : 0, strides[d], &span) &&
+                      !__builtin_add_overflow(last, span, &last),
+                  "%s %s: size or stride %zu out of range", kCudaBackendName, op, d);
+  }
+  PAYLOAD_CHECK(o.numel() == 0 || last < x.numel(), "%s %s: the view reaches past the input", kCudaBackendName, op);
+  plan->ints[0] = offset;
+  return Error::Ok;
+}
+
+// constant_pad_nd(self, pad, value, out): pad holds (before, after) pairs from the last dimension
+// back; ints = the elements ahead of the input along each dimension; scalars[0] = value.
+Error plan_constant_pad(Span<EValue*> a, const char* op, OpPlan* plan) {
+  PAYLOAD_CHECK(a.size() == 4 && is_float(a[0]) && a[1]->is_int_list() && is_float(a[3]), "%s %s: arguments",
+                kCudaBackendName, op);
+  ET_TRY(need_number(a[2], op, 2));
+  const Tensor &x = a[0]->to_tensor(), &o = a[3]->to_tensor();
+  const auto pad = a[1]->to_int_list();
+  PAYLOAD_CHECK(pad.size() % 2 == 0 && static_cast<int>(pad.size() / 2) <= x.dim() && o.dim() == x.dim() &&
+                    x.dim() <= kMaxOpDims,
+                "%s %s: %zu paddings for a %d-D input", kCudaBackendName, op, pad.size(), x.dim());
+  for (int d = 0; d < x.dim(); ++d) {
+    const size_t k = static_cast<size_t>(x.dim() - 1 - d);  // pairs count from the last dimension
+    const int64_t before = 2 * k < pad.size() ? pad[2 * k] : 0, after = 2 * k < pad.size() ? pad[2 * k + 1] : 0;
+    PAYLOAD_CHECK(before >= -kMaxWindow && before <= kMaxWindow && after >= -kMaxWindow && after <= kMaxWindow &&
+                      o.size(d) == x.size(d) + before + after && o.size(d) >= 0,
+                  "%s %s: the output's size %d does not match the padding", kCudaBackendName, op, d);
+    plan->ints[d] = before;
+  }
+  plan->scalars[0] = static_cast<float>(a[2]->scalar_as_double());
+  return Error::Ok;
+}
+
+// index_select(self, dim, index, out): int64 or int32 indices (checked on the device, as
+// embedding's); at most kMaxIndexSelectSlices slices before dim; ints = dim.
+constexpr int64_t kMaxIndexSelectSlices = 1024;
+Error plan_index_select(Span<EValue*> a, const char* op, OpPlan* plan) {
+  PAYLOAD_CHECK(a.size() == 4 && is_float(a[0]) && a[2]->is_tensor(), "%s %s: arguments", kCudaBackendName, op);
+  const Tensor &x = a[0]->to_tensor(), &idx = a[2]->to_tensor();
+  PAYLOAD_CHECK(idx.dim() <= 1 && (idx.scalar_type() == runtime::ScalarType::Long || idx.scalar_type() == runtime::ScalarType::Int),
+                "%s %s: the index must be a 1-D int64 or int32 tensor", kCudaBackendName, op);
+  int64_t dim, outer = 1;
+  ET_TRY(dim_at(a[1], x, op, &dim));
+  for (int d = 0; d < dim; ++d) outer *= x.size(d);
+  PAYLOAD_CHECK(outer <= kMaxIndexSelectSlices, "%s %s: more than %lld slices before the dimension", kCudaBackendName, op,
+                static_cast<long long>(kMaxIndexSelectSlices));
+  ET_TRY(need_shape_but(x, a[3], dim, idx.numel(), op));
+  plan->ints[0] = dim;
+  return Error::Ok;
+}
+
+// cat(tensors, dim, out): every piece of the output's dtype and rank, alike but along `dim`,
+// which they fill in order; ints = dim.
+Error plan_cat(Span<EValue*> a, const char* op, OpPlan* plan) {
+  PAYLOAD_CHECK(a.size() == 3 && a[0]->is_tensor_list() && is_float(a[2]), "%s %s: arguments", kCudaBackendName, op);
+  const Tensor& o = a[2]->to_tensor();
+  int64_t dim;
+  ET_TRY(dim_at(a[1], o, op, &dim));
+  int64_t covered = 0;
+  for (const EValue* item : a[0]->to_tensor_list()) {
+    PAYLOAD_CHECK(item != nullptr && is_float(item) && item->to_tensor().scalar_type() == o.scalar_type(),
+                  "%s %s: every piece must be a tensor of the output's dtype", kCudaBackendName, op);
+    const Tensor& t = item->to_tensor();
+    ET_TRY(need_shape_but(t, a[2], dim, o.size(static_cast<int>(dim)), op));
+    covered += t.size(static_cast<int>(dim));
+  }
+  PAYLOAD_CHECK(covered == o.size(static_cast<int>(dim)), "%s %s: the pieces do not fill the output", kCudaBackendName,
+                op);
+  plan->ints[0] = dim;
+  return Error::Ok;
+}
+
+// _adaptive_avg_pool2d(self, output_size, out) where the output size divides the input's: an
+// average pool whose window and stride are the quotient (ints as plan_pool's).
+Error plan_adaptive_avg_pool(Span<EValue*> a, const char* op, OpPlan* plan) {
+  PAYLOAD_CHECK(a.size() == 3 && is_float(a[0]) && is_float(a[2]), "%s %s: arguments", kCudaBackendName, op);
+  const Tensor &x = a[0]->to_tensor(), &o = a[2]->to_tensor();
+  PAYLOAD_CHECK(x.dim() == 4 && o.dim() == 4 && o.size(0) == x.size(0) && o.size(1) == x.size(1),
+                "%s %s: needs 4-D input and output of the same planes", kCudaBackendName, op);
+  int64_t* v = plan->ints;  // kh, kw, sh, sw, ph, pw, dh, dw, count_include_pad
+  for (int i = 0; i < 2; ++i) {
+    const int64_t in = x.size(2 + i), out = o.size(2 + i);
+    PAYLOAD_CHECK(out > 0 && in % out == 0 && in / out <= kMaxWindow,
+                  "%s %s: output size %lld does not divide input size %lld", kCudaBackendName, op,
+                  static_cast<long long>(out), static_cast<long long>(in));
+    v[i] = v[2 + i] = in / out, v[4 + i] = 0, v[6 + i] = 1;
+  }
+  v[8] = 1;
+  return Error::Ok;
+}
+
 Error plan_conv(Span<EValue*> a, const char* op, OpPlan* plan) {
   PAYLOAD_CHECK(a.size() == 10, "%s %s: %zu arguments", kCudaBackendName, op, a.size());
   ET_TRY(need_float(a[0], op, 0));
@@ -149,16 +372,24 @@ Error plan_conv(Span<EValue*> a, const char* op, OpPlan* plan) {
   ET_TRY(need_int(a[8], op, 8));
   PAYLOAD_CHECK(!a[6]->scalar_as_double(), "%s: only non-transposed convolution", kCudaBackendName);
   const Tensor &x = a[0]->to_tensor(), &wt = a[1]->to_tensor(), &o = a[9]->to_tensor();
-  PAYLOAD_CHECK(x.dim() == 4 && wt.dim() == 4 && o.dim() == 4, "%s: only 2-D convolution (4-D tensors)", kCudaBackendName);
+  // A 1-D convolution runs as a 2-D one of height 1.
+  const bool one_d = x.dim() == 3;
+  PAYLOAD_CHECK((x.dim() == 4 || one_d) && wt.dim() == x.dim() && o.dim() == x.dim(),
+                "%s: only 1-D and 2-D convolution (3-D or 4-D tensors)", kCudaBackendName);
+  auto size = [one_d](const Tensor& t, int d) -> int64_t { return one_d ? (d == 2 ? 1 : t.size(d - (d == 3))) : t.size(d); };
   int64_t* v = plan->ints;
-  v[0] = x.size(0), v[1] = x.size(1), v[2] = x.size(2), v[3] = x.size(3), v[4] = wt.size(0), v[5] = wt.size(2),
-  v[6] = wt.size(3);
+  v[0] = x.size(0), v[1] = x.size(1), v[2] = size(x, 2), v[3] = size(x, 3), v[4] = wt.size(0), v[5] = size(wt, 2),
+  v[6] = size(wt, 3);
   for (int i = 0; i < 2; ++i) {
-    ET_TRY(pair_at(a[3], i, 1, op, &v[7 + i]));
-    ET_TRY(pair_at(a[4], i, 0, op, &v[9 + i]));
-    ET_TRY(pair_at(a[5], i, 1, op, &v[11 + i]));
+    if (one_d && i == 0) {
+      v[7] = 1, v[9] = 0, v[11] = 1;
+      continue;
+    }
+    ET_TRY(pair_at(a[3], one_d ? 0 : i, 1, op, &v[7 + i]));
+    ET_TRY(pair_at(a[4], one_d ? 0 : i, 0, op, &v[9 + i]));
+    ET_TRY(pair_at(a[5], one_d ? 0 : i, 1, op, &v[11 + i]));
   }
-  v[13] = a[8]->to_int(), v[14] = o.size(2), v[15] = o.size(3);
+  v[13] = a[8]->to_int(), v[14] = size(o, 2), v[15] = size(o, 3);
   const int64_t groups = v[13];
   PAYLOAD_CHECK(groups > 0 && v[1] % groups == 0 && v[4] % groups == 0 && wt.size(1) == v[1] / groups &&
                     o.size(0) == v[0] && o.size(1) == v[4],
@@ -211,11 +442,17 @@ Error plan_pool(Span<EValue*> a, const char* op, bool is_max, OpPlan* plan) {
   return Error::Ok;
 }
 
-Error plan_mean(Span<EValue*> a, const char* op) {
-  // Only reductions over trailing dimensions (as adaptive average pooling to 1x1 lowers to).
-  PAYLOAD_CHECK(a.size() == 5 && a[1]->is_int_list(), "%s %s: arguments", kCudaBackendName, op);
+// mean.dim / sum.dim_IntList(self, dims?, keepdim, dtype?, out) over trailing dimensions (as
+// adaptive average pooling to 1x1 lowers to), or mean / sum(self, dtype?, out) over every element;
+// ints[0] = 1 for a mean. No dtype conversion.
+Error plan_mean(Span<EValue*> a, const char* op, OpPlan* plan) {
+  const size_t n = a.size();
+  PAYLOAD_CHECK((n == 5 && (a[1]->is_int_list() || a[1]->is_none())) || n == 3, "%s %s: arguments", kCudaBackendName, op);
+  PAYLOAD_CHECK(a[n - 2]->is_none(), "%s %s: a dtype argument", kCudaBackendName, op);
   ET_TRY(need_float(a[0], op, 0));
-  ET_TRY(need_float(a[4], op, 4));
+  ET_TRY(need_float(a[n - 1], op, n - 1));
+  plan->ints[0] = std::strncmp(op, "aten::mean", 10) == 0;
+  if (n == 3 || a[1]->is_none() || a[1]->to_int_list().size() == 0) return need_numel(a[n - 1], 1, op, n - 1);
   const int rank = a[0]->to_tensor().dim();
   std::vector<bool> reduced(static_cast<size_t>(rank), false);
   for (int64_t d : a[1]->to_int_list()) {
@@ -230,7 +467,7 @@ Error plan_mean(Span<EValue*> a, const char* op) {
     else if (seen) trailing = false;
     else kept *= a[0]->to_tensor().size(d);
   }
-  PAYLOAD_CHECK(trailing, "%s: mean over non-trailing dimensions", kCudaBackendName);
+  PAYLOAD_CHECK(trailing, "%s %s: only over trailing dimensions", kCudaBackendName, op);
   return need_numel(a[4], kept, op, 4);
 }
 
@@ -354,12 +591,7 @@ Error plan_op(const char* name, Span<EValue*> a, OpPlan* plan) {
     case OpKind::Unary:
       ET_TRY(need_float(a[0], name, 0));
       ET_TRY(need_numel(a[n - 1], a[0]->to_tensor().numel(), name, n - 1));
-      PAYLOAD_CHECK(n == 2 || (plan->unary == Unary::Gelu && n == 3 && a[1]->tag() == EValue::Tag::String),
-                    "%s %s: %zu arguments", kCudaBackendName, name, n);
-      if (n == 3 && a[1]->to_string().size() == 4 && std::memcmp(a[1]->to_string().data(), "tanh", 4) == 0) {
-        plan->unary = Unary::GeluTanh;
-      }
-      return Error::Ok;
+      return plan_unary_parameters(a, name, plan);
     case OpKind::Binary:
       PAYLOAD_CHECK(n == 3 || n == 4, "%s %s: %zu arguments", kCudaBackendName, name, n);
       ET_TRY(need_float(a[0], name, 0));
@@ -375,8 +607,7 @@ Error plan_op(const char* name, Span<EValue*> a, OpPlan* plan) {
       for (size_t t : {0, 1, 2}) ET_TRY(need_float(a[t], name, t));
       return Error::Ok;  // the shim library checks the matrix shapes
     case OpKind::Expand:
-      PAYLOAD_CHECK(n == 4 && a[n - 1]->is_tensor() && is_float(a[0]) &&
-                        a[0]->to_tensor().scalar_type() == a[n - 1]->to_tensor().scalar_type(),
+      PAYLOAD_CHECK(n == 4 && same_type_tensors(a[0], a[n - 1]),
                     "%s %s: arguments", kCudaBackendName, name);
       return need_broadcast(a[0], a[n - 1]->to_tensor(), name, 0);
     case OpKind::Split:
@@ -473,7 +704,7 @@ Error plan_op(const char* name, Span<EValue*> a, OpPlan* plan) {
     }
     case OpKind::Copy:
     case OpKind::Permute:
-      PAYLOAD_CHECK(is_float(a[0]) && is_float(a[n - 1]), "%s %s: input and output must be floating tensors",
+      PAYLOAD_CHECK(same_type_tensors(a[0], a[n - 1]), "%s %s: input and output must be tensors of one dtype",
                     kCudaBackendName, name);
       PAYLOAD_CHECK(plan->kind == OpKind::Copy || (n == 3 && a[1]->is_int_list()), "%s %s: arguments", kCudaBackendName,
                     name);
@@ -496,12 +727,26 @@ Error plan_op(const char* name, Span<EValue*> a, OpPlan* plan) {
     case OpKind::MaxPool:
     case OpKind::AvgPool:
       return plan_pool(a, name, plan->kind == OpKind::MaxPool, plan);
-    case OpKind::Mean:
-      return plan_mean(a, name);
+    case OpKind::RowReduce:
+      return plan_mean(a, name, plan);
     case OpKind::Int8Linear:
       return plan_int8_linear(a, name, plan);
     case OpKind::Attention:
       return plan_attention(a, name, plan);
+    case OpKind::Slice:
+      return plan_slice(a, name, plan);
+    case OpKind::Select:
+      return plan_select(a, name, plan);
+    case OpKind::Cat:
+      return plan_cat(a, name, plan);
+    case OpKind::AsStrided:
+      return plan_as_strided(a, name, plan);
+    case OpKind::ConstantPad:
+      return plan_constant_pad(a, name, plan);
+    case OpKind::IndexSelect:
+      return plan_index_select(a, name, plan);
+    case OpKind::AdaptiveAvgPool:
+      return plan_adaptive_avg_pool(a, name, plan);
   }
   return Error::Ok;
 }

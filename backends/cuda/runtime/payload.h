@@ -25,14 +25,18 @@ namespace cuda {
 
 enum class OpKind {
   Addmm, Mm, Bmm, Unary, Binary, Softmax, LogSoftmax, LayerNorm, Copy, Permute, Expand, Split, Conv, BatchNorm,
-  MaxPool, AvgPool, Mean, Compare, LogicalNot, Any, Where, Embedding, Cast, Int8Linear, Attention
+  MaxPool, AvgPool, RowReduce, Compare, LogicalNot, Any, Where, Embedding, Cast, Int8Linear, Attention, Slice, Select, Cat,
+  AdaptiveAvgPool, AsStrided, ConstantPad, IndexSelect
 };
 
-// One checked instruction. Conv: ints = n, c, h, w, oc, kh, kw, stride h/w, pad h/w, dilation h/w,
-// groups, oh, ow. Pools: ints = kh, kw, sh, sw, ph, pw, dh, dw, count_include_pad. Int8Linear:
-// ints = rows, out features, in features. Attention: ints = batch, query heads, key/value heads,
-// query length, key length, head size, value size, is_causal, mask kind (AttentionMask), the mask's
-// four strides.
+// One checked instruction. Conv (1-D as height 1): ints = n, c, h, w, oc, kh, kw, stride h/w,
+// pad h/w, dilation h/w, groups, oh, ow. Pools, and AdaptiveAvgPool as the average pool of an even
+// split: ints = kh, kw, sh, sw, ph, pw, dh, dw, count_include_pad. Int8Linear: ints = rows, out
+// features, in features. Attention: ints = batch, query heads, key/value heads, query length, key
+// length, head size, value size, is_causal, mask kind (AttentionMask), the mask's four strides.
+// RowReduce (means and sums): ints = 1 for a mean. Slice: ints = dim, start, step. Select:
+// ints = dim, index. Cat: ints = dim. AsStrided: ints = storage offset. ConstantPad: ints = the
+// elements ahead of the input per dimension, scalars[0] = the value. IndexSelect: ints = dim.
 struct OpPlan {
   OpKind kind = OpKind::Copy;
   Unary unary = Unary::Relu;
@@ -41,6 +45,8 @@ struct OpPlan {
   // The element type of the op's floating tensors (all alike): Float, Half or BFloat16.
   runtime::ScalarType dtype = runtime::ScalarType::Float;
   int64_t ints[16] = {};
+  // Unary parameters p0, p1 (Clamp's bounds, LeakyRelu's slope, Pow's exponent).
+  float scalars[2] = {};
 };
 
 // Checks kernel call `name` with `args` (ATen schema order, outputs last) and fills `plan`.
