@@ -14,8 +14,8 @@ against float64.
 
 --models real runs the models of tests/models/real.py (and ResNet-50) at their example inputs (batch
 1), printing for each dtype the number of delegate calls (or why export failed), ours, torch eager
-and, for the models named by --compile, torch.compile(mode="reduce-overhead"), with the largest
-error relative to torch's largest output.
+and, for the models named by --compile in --compile-dtypes, torch.compile(mode="reduce-overhead"),
+with the largest error relative to torch's largest output.
 """
 
 from __future__ import annotations
@@ -88,11 +88,13 @@ def _leaves(out) -> list[torch.Tensor]:
     return [t for t in torch.utils._pytree.tree_leaves(out) if isinstance(t, torch.Tensor)]
 
 
-def real_models(dtypes: list[str], compiled: set[str], repeat: int) -> None:
+def real_models(dtypes: list[str], compiled: set[str], compile_dtypes: set[str], repeat: int,
+                only: list[str] | None = None) -> None:
     from executorch.export import ExportError
     from tests.models.real import MODELS as REAL, MORE_MODELS
 
     cases = {**REAL, "resnet50": MORE_MODELS["resnet50"]}
+    cases = {k: v for k, v in cases.items() if not only or k in only}
     print(f"{'model':28} {'dtype':>8} {'calls':>5} {'ours ms':>9} {'eager ms':>9} {'ratio':>6} {'compile ms':>10} "
           f"{'ratio':>6} {'rel err':>9}")
     for name, factory in cases.items():
@@ -119,7 +121,9 @@ def real_models(dtypes: list[str], compiled: set[str], repeat: int) -> None:
 
             ours = median_ms(lambda: method.execute(arrays), repeat)
             eager = timed(gpu_model)
-            compile_ms = timed(torch.compile(gpu_model, mode="reduce-overhead")) if name in compiled else float("nan")
+            compile_ms = float("nan")
+            if name in compiled and label in compile_dtypes:
+                compile_ms = timed(torch.compile(gpu_model, mode="reduce-overhead"))
             with torch.no_grad():
                 ref = _leaves(gpu_model(*gpu_inputs))[0].float().cpu()
             got = torch.as_tensor(method.execute(arrays)[0]).float()
@@ -139,11 +143,15 @@ def main() -> int:
     parser.add_argument("--models", choices=("zoo", "real"), default="zoo")
     parser.add_argument("--compile", default="resnet50,efficientnet_b0,vit_b_16,gpt2",
                         help="real models that also get the torch.compile column")
+    parser.add_argument("--compile-dtypes", default="float16", help="dtypes of the torch.compile column (real)")
+    parser.add_argument("--only", help="real models to run (default: all)")
     args = parser.parse_args()
     assert torch.cuda.is_available(), "needs a CUDA device"
     if args.models == "real":
         dtypes = [d for d in args.dtypes.split(",") if d != "int8"]
-        real_models(dtypes, set(args.compile.split(",")) if not args.no_compile else set(), args.repeat)
+        compiled = set(args.compile.split(",")) if not args.no_compile else set()
+        real_models(dtypes, compiled, set(args.compile_dtypes.split(",")), args.repeat,
+                    args.only.split(",") if args.only else None)
         return 0
     if args.gemm:
         gemm_tflops(args.gemm, args.repeat)

@@ -363,6 +363,29 @@ __global__ void im2col_kernel(const T* __restrict__ x, T* __restrict__ col, int6
   col[i] = (iy >= 0 && iy < h && ix >= 0 && ix < w) ? x[(c * h + iy) * w + ix] : st<T>(0.f);
 }
 
+// One output element of a depthwise convolution (one input channel per group, `mult` outputs per
+// channel): the kh x kw stencil over its input plane, plus the bias; float32 accumulation.
+template <typename T>
+__global__ void depthwise_conv_kernel(const T* __restrict__ x, const T* __restrict__ wt, const T* __restrict__ bias,
+                                      T* __restrict__ y, ConvShape s, int64_t total) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= total) return;
+  const int64_t ox = i % s.ow, oy = i / s.ow % s.oh, plane = i / (s.ow * s.oh);  // plane = n * oc + o
+  const int64_t o = plane % s.oc, b = plane / s.oc;
+  const T* xp = x + (b * s.c + o / (s.oc / s.c)) * s.h * s.w;
+  const T* wp = wt + o * s.kh * s.kw;
+  float acc = bias ? ld(bias[o]) : 0.f;
+  for (int64_t ky = 0; ky < s.kh; ++ky) {
+    const int64_t iy = oy * s.sh - s.ph + ky * s.dh;
+    if (iy < 0 || iy >= s.h) continue;
+    for (int64_t kx = 0; kx < s.kw; ++kx) {
+      const int64_t ix = ox * s.sw - s.pw + kx * s.dw;
+      if (ix >= 0 && ix < s.w) acc += ld(xp[iy * s.w + ix]) * ld(wp[ky * s.kw + kx]);
+    }
+  }
+  y[i] = st<T>(acc);
+}
+
 template <typename T>
 __global__ void channel_affine_kernel(const T* __restrict__ x, const float* __restrict__ scale,
                                       const float* __restrict__ shift, T* __restrict__ y, int64_t c, int64_t inner,
@@ -595,6 +618,15 @@ cudaError_t launch_constant_pad(const T* in, T* out, int dim, const int64_t* in_
 }
 
 template <typename T>
+cudaError_t launch_depthwise_conv(const T* x, const T* weight, const T* bias, T* y, const ConvShape& s,
+                                  cudaStream_t stream) {
+  const int64_t total = s.n * s.oc * s.oh * s.ow;
+  if (total == 0) return cudaSuccess;
+  depthwise_conv_kernel<<<blocks_for(total), kThreads, 0, stream>>>(x, weight, bias, y, s, total);
+  return cudaGetLastError();
+}
+
+template <typename T>
 cudaError_t launch_row_reduce(const T* x, T* y, int64_t rows, int64_t cols, bool mean, cudaStream_t stream) {
   if (rows == 0) return cudaSuccess;
   row_reduce_kernel<<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(x, y, cols, mean);
@@ -625,6 +657,7 @@ cudaError_t launch_row_reduce(const T* x, T* y, int64_t rows, int64_t cols, bool
                                         int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, bool,  \
                                         cudaStream_t);                                                                  \
   template cudaError_t launch_row_reduce<T>(const T*, T*, int64_t, int64_t, bool, cudaStream_t);                       \
+  template cudaError_t launch_depthwise_conv<T>(const T*, const T*, const T*, T*, const ConvShape&, cudaStream_t);    \
   template cudaError_t launch_constant_pad<T>(const T*, T*, int, const int64_t*, const int64_t*, const int64_t*, float, \
                                               cudaStream_t);
 

@@ -90,6 +90,16 @@ cudaError_t launch_im2col(const T* x, T* col, int64_t images, int64_t image_stri
 template <typename T>
 cudaError_t launch_channel_affine(const T* x, const float* scale, const float* shift, T* y, int64_t n, int64_t c,
                                   int64_t inner, cudaStream_t stream);
+// A 2-D convolution's sizes: batch n, channels c in and oc out, input h x w, kernel kh x kw,
+// strides, paddings, dilations, output oh x ow.
+struct ConvShape {
+  int64_t n, c, h, w, oc, kh, kw, sh, sw, ph, pw, dh, dw, oh, ow;
+};
+// Depthwise convolution (groups == c; oc a multiple of c), weight [oc, 1, kh, kw], optional bias,
+// computed directly: no im2col, no GEMM.
+template <typename T>
+cudaError_t launch_depthwise_conv(const T* x, const T* weight, const T* bias, T* y, const ConvShape& s,
+                                  cudaStream_t stream);
 // y[p, i] += bias[p % channels] for planes p (convolution bias).
 template <typename T>
 cudaError_t launch_add_planes(const T* bias, T* y, int64_t planes, int64_t channels, int64_t inner, cudaStream_t stream);

@@ -185,10 +185,14 @@ Error make_broadcast(const Tensor& out, std::initializer_list<const Tensor*> ope
 // im2col buffers above this hold fewer images per GEMM.
 constexpr size_t kConvScratchBytes = size_t{256} << 20;
 
+// One input channel per group: computed directly, with no scratch and no GEMM.
+bool is_depthwise(const OpPlan& plan) { return plan.ints[13] > 1 && plan.ints[1] == plan.ints[13]; }
+
 // Convolution as im2col + one batched GEMM per (chunk of images, group) through the shim library
 // (plan_op checked the arguments): out[b, g] = weight[g] @ col[b] for each image b of the chunk,
 // the weight's batch stride 0. shim: for each chunk, for each group: weight, col, out.
 Error prepare_conv(Op& op) {
+  if (is_depthwise(op.plan)) return Error::Ok;
   const auto& a = op.args;
   const int64_t* v = op.plan.ints;
   const int64_t images = v[0], groups = v[13], cg = v[1] / groups, ocg = v[4] / groups, k = cg * v[5] * v[6],
@@ -329,6 +333,12 @@ Error run_typed(const Op& op, void* index_error, cudaStream_t stream) {
     case OpKind::Conv: {
       const int64_t* v = op.plan.ints;
       const int64_t groups = v[13], cg = v[1] / groups, hw = v[14] * v[15];
+      if (is_depthwise(op.plan)) {
+        const ConvShape shape{v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8], v[9], v[10], v[11], v[12], v[14], v[15]};
+        status = launch_depthwise_conv(ptr<T>(a[0]), ptr<T>(a[1]), a[2]->is_tensor() ? ptr<T>(a[2]) : nullptr, ptr<T>(a[9]),
+                                       shape, stream);
+        break;
+      }
       size_t view = 0;
       for (int64_t b = 0; b < v[0]; b += op.conv_chunk) {
         const int64_t count = std::min(op.conv_chunk, v[0] - b);
