@@ -185,6 +185,13 @@ Error make_broadcast(const Tensor& out, std::initializer_list<const Tensor*> ope
 // im2col buffers above this hold fewer images per GEMM.
 constexpr size_t kConvScratchBytes = size_t{256} << 20;
 
+// Contiguous `out` read from `in` at element strides `strides` (any element type): the copy behind
+// expands, permutes, slices, selects, as_strided and splits.
+cudaError_t gather_into(const Tensor& out, const void* in, const int64_t* strides, cudaStream_t stream) {
+  return launch_strided_copy(in, out.mutable_data_ptr(), out.dim(), out.sizes(), strides, out.numel(),
+                             static_cast<int>(out.element_size()), stream);
+}
+
 // One input channel per group: computed directly, with no scratch and no GEMM.
 bool is_depthwise(const OpPlan& plan) { return plan.ints[13] > 1 && plan.ints[1] == plan.ints[13]; }
 
@@ -389,8 +396,7 @@ Error run_typed(const Op& op, void* index_error, cudaStream_t stream) {
       int64_t strides[kMaxOpDims];
       ET_CHECK_OR_RETURN(broadcast_strides(x, o.dim(), o.sizes(), strides), Error::InvalidArgument,
                          "%s: %s shapes do not broadcast", kCudaBackendName, name);
-      status = launch_strided_copy(x.const_data_ptr(), o.mutable_data_ptr(), o.dim(), o.sizes(), strides, o.numel(),
-                                   static_cast<int>(o.element_size()), stream);
+      status = gather_into(o, x.const_data_ptr(), strides, stream);
       break;
     }
     case OpKind::Split: {
@@ -399,9 +405,8 @@ Error run_typed(const Op& op, void* index_error, cudaStream_t stream) {
       int64_t at = 0;
       for (size_t i = 3; i < a.size() && status == cudaSuccess; ++i) {
         const Tensor& o = a[i]->to_tensor();
-        status = launch_strided_copy(static_cast<const uint8_t*>(x.const_data_ptr()) + at * x.strides()[dim] * x.element_size(),
-                                     o.mutable_data_ptr(), o.dim(), o.sizes(), x.strides(), o.numel(),
-                                     static_cast<int>(o.element_size()), stream);
+        status = gather_into(o, static_cast<const uint8_t*>(x.const_data_ptr()) + at * x.strides()[dim] * x.element_size(),
+                             x.strides(), stream);
         at += o.size(static_cast<int>(dim));
       }
       break;
@@ -418,8 +423,7 @@ Error run_typed(const Op& op, void* index_error, cudaStream_t stream) {
         else if (d != dim) strides[od++] = x.strides()[d];
       }
       const auto* base = static_cast<const uint8_t*>(x.const_data_ptr()) + first * x.strides()[dim] * x.element_size();
-      status = launch_strided_copy(base, o.mutable_data_ptr(), o.dim(), o.sizes(), strides, o.numel(),
-                                   static_cast<int>(o.element_size()), stream);
+      status = gather_into(o, base, strides, stream);
       break;
     }
     case OpKind::IndexSelect: {
@@ -448,8 +452,7 @@ Error run_typed(const Op& op, void* index_error, cudaStream_t stream) {
       const Tensor& x = a[0]->to_tensor();
       const Tensor& o = a[4]->to_tensor();
       const auto* base = static_cast<const uint8_t*>(x.const_data_ptr()) + op.plan.ints[0] * x.element_size();
-      status = launch_strided_copy(base, o.mutable_data_ptr(), o.dim(), o.sizes(), a[2]->to_int_list().data(), o.numel(),
-                                   static_cast<int>(o.element_size()), stream);
+      status = gather_into(o, base, a[2]->to_int_list().data(), stream);
       break;
     }
     case OpKind::Cat: {
@@ -546,8 +549,7 @@ Error run_typed(const Op& op, void* index_error, cudaStream_t stream) {
                            "%s: %s dims", kCudaBackendName, name);
         strides[d] = x.strides()[p];
       }
-      status = launch_strided_copy(x.const_data_ptr(), o.mutable_data_ptr(), o.dim(), o.sizes(), strides, o.numel(),
-                                   static_cast<int>(o.element_size()), stream);
+      status = gather_into(o, x.const_data_ptr(), strides, stream);
       break;
     }
   }
