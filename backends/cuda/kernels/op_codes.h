@@ -19,7 +19,7 @@ enum class Unary {
   Relu, Silu, Gelu, GeluTanh, Sigmoid, Tanh, Neg, Exp, Rsqrt, Clamp, HardSwish, HardSigmoid, LeakyRelu, Pow, Sqrt, Abs,
   Log, Sin, Cos, Erf
 };
-enum class Binary { Add, Sub, Mul, Div };
+enum class Binary { Add, Sub, Mul, Div, Max, Min };
 enum class Compare { Eq, Ne, Lt, Le, Gt, Ge };
 // The floating element types a kernel converts between (_to_copy).
 enum class FloatType { Float32, Float16, BFloat16 };

@@ -102,6 +102,8 @@ __global__ void binary_kernel(Binary op, const T* __restrict__ a, const T* __res
     case Binary::Sub: r = x - y; break;
     case Binary::Mul: r = x * y; break;
     case Binary::Div: r = x / y; break;
+    case Binary::Max: r = (x > y || x != x) ? x : y; break;  // NaN wins, as in torch.maximum
+    case Binary::Min: r = (x < y || x != x) ? x : y; break;
   }
   out[i] = st<T>(r);
 }
@@ -386,6 +388,34 @@ __global__ void depthwise_conv_kernel(const T* __restrict__ x, const T* __restri
   y[i] = st<T>(acc);
 }
 
+// floor(v) (v >= 0) as an index below `size`.
+__device__ __forceinline__ int64_t clip_index(float v, int64_t size) {
+  const int64_t i = static_cast<int64_t>(v);
+  return i < size ? i : size - 1;
+}
+
+// Bilinear (or nearest) resampling of planes of h x w into oh x ow; source coordinates per output
+// row and column: src = scale * (o + offset) - offset, clipped at 0 (offset 0.5 unless align_corners).
+template <typename T>
+__global__ void upsample2d_kernel(const T* __restrict__ x, T* __restrict__ y, Upsample s, int64_t total) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= total) return;
+  const int64_t ox = i % s.ow, oy = i / s.ow % s.oh, plane = i / (s.ow * s.oh);
+  const T* xp = x + plane * s.h * s.w;
+  if (!s.bilinear) {
+    const int64_t iy = clip_index(floorf(oy * s.scale_h), s.h), ix = clip_index(floorf(ox * s.scale_w), s.w);
+    y[i] = xp[iy * s.w + ix];
+    return;
+  }
+  const float off = s.align_corners ? 0.f : 0.5f;
+  const float sy = fmaxf(s.scale_h * (oy + off) - off, 0.f), sx = fmaxf(s.scale_w * (ox + off) - off, 0.f);
+  const int64_t y0 = clip_index(sy, s.h), x0 = clip_index(sx, s.w);
+  const int64_t y1 = y0 + 1 < s.h ? y0 + 1 : y0, x1 = x0 + 1 < s.w ? x0 + 1 : x0;
+  const float ly = sy - y0, lx = sx - x0;
+  y[i] = st<T>((1.f - ly) * ((1.f - lx) * ld(xp[y0 * s.w + x0]) + lx * ld(xp[y0 * s.w + x1])) +
+               ly * ((1.f - lx) * ld(xp[y1 * s.w + x0]) + lx * ld(xp[y1 * s.w + x1])));
+}
+
 template <typename T>
 __global__ void channel_affine_kernel(const T* __restrict__ x, const float* __restrict__ scale,
                                       const float* __restrict__ shift, T* __restrict__ y, int64_t c, int64_t inner,
@@ -627,6 +657,14 @@ cudaError_t launch_depthwise_conv(const T* x, const T* weight, const T* bias, T*
 }
 
 template <typename T>
+cudaError_t launch_upsample2d(const T* x, T* y, const Upsample& s, cudaStream_t stream) {
+  const int64_t total = s.planes * s.oh * s.ow;
+  if (total == 0) return cudaSuccess;
+  upsample2d_kernel<<<blocks_for(total), kThreads, 0, stream>>>(x, y, s, total);
+  return cudaGetLastError();
+}
+
+template <typename T>
 cudaError_t launch_row_reduce(const T* x, T* y, int64_t rows, int64_t cols, bool mean, cudaStream_t stream) {
   if (rows == 0) return cudaSuccess;
   row_reduce_kernel<<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(x, y, cols, mean);
@@ -657,6 +695,7 @@ cudaError_t launch_row_reduce(const T* x, T* y, int64_t rows, int64_t cols, bool
                                         int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, bool,  \
                                         cudaStream_t);                                                                  \
   template cudaError_t launch_row_reduce<T>(const T*, T*, int64_t, int64_t, bool, cudaStream_t);                       \
+  template cudaError_t launch_upsample2d<T>(const T*, T*, const Upsample&, cudaStream_t);                              \
   template cudaError_t launch_depthwise_conv<T>(const T*, const T*, const T*, T*, const ConvShape&, cudaStream_t);    \
   template cudaError_t launch_constant_pad<T>(const T*, T*, int, const int64_t*, const int64_t*, const int64_t*, float, \
                                               cudaStream_t);

@@ -100,6 +100,15 @@ struct ConvShape {
 template <typename T>
 cudaError_t launch_depthwise_conv(const T* x, const T* weight, const T* bias, T* y, const ConvShape& s,
                                   cudaStream_t stream);
+// Resampling of `planes` planes of h x w into oh x ow: bilinear (PyTorch's source coordinates, with or
+// without align_corners) or nearest; scale_h/scale_w are source steps per output step.
+struct Upsample {
+  int64_t planes, h, w, oh, ow;
+  float scale_h, scale_w;
+  bool bilinear, align_corners;
+};
+template <typename T>
+cudaError_t launch_upsample2d(const T* x, T* y, const Upsample& s, cudaStream_t stream);
 // y[p, i] += bias[p % channels] for planes p (convolution bias).
 template <typename T>
 cudaError_t launch_add_planes(const T* bias, T* y, int64_t planes, int64_t channels, int64_t inner, cudaStream_t stream);

@@ -426,6 +426,14 @@ Error run_typed(const Op& op, void* index_error, cudaStream_t stream) {
       status = gather_into(o, base, strides, stream);
       break;
     }
+    case OpKind::Upsample: {
+      const Tensor& x = a[0]->to_tensor();
+      const Tensor& o = a[a.size() - 1]->to_tensor();
+      const Upsample shape{x.size(0) * x.size(1), x.size(2), x.size(3), o.size(2), o.size(3), op.plan.scalars[0],
+                           op.plan.scalars[1], op.plan.ints[0] != 0, op.plan.ints[1] != 0};
+      status = launch_upsample2d(ptr<T>(a[0]), ptr<T>(a[a.size() - 1]), shape, stream);
+      break;
+    }
     case OpKind::IndexSelect: {
       // Each slice before dim is an embedding lookup: rows of `inner` elements picked by the index.
       const Tensor &x = a[0]->to_tensor(), &idx = a[2]->to_tensor();

@@ -101,6 +101,7 @@ bool classify(const std::string& name, OpPlan* op) {
   static const struct { const char* name; Binary op; } binary[] = {
       {"aten::add.Tensor", Binary::Add}, {"aten::sub.Tensor", Binary::Sub}, {"aten::mul.Tensor", Binary::Mul},
       {"aten::div.Tensor", Binary::Div}, {"aten::mul.Scalar", Binary::Mul}, {"aten::add.Scalar", Binary::Add},
+      {"aten::maximum", Binary::Max},    {"aten::minimum", Binary::Min},
   };
   static const struct { const char* name; Compare op; } compare[] = {
       {"aten::eq.Scalar", Compare::Eq}, {"aten::ne.Scalar", Compare::Ne}, {"aten::lt.Scalar", Compare::Lt},
@@ -141,6 +142,8 @@ bool classify(const std::string& name, OpPlan* op) {
       {"aten::as_strided", OpKind::AsStrided},
       {"aten::constant_pad_nd", OpKind::ConstantPad},
       {"aten::index_select", OpKind::IndexSelect},
+      {"aten::upsample_bilinear2d.vec", OpKind::Upsample},
+      {"aten::upsample_nearest2d.vec", OpKind::Upsample},
       {"aten::select.int", OpKind::Select},
       {"aten::cat", OpKind::Cat},
       {"aten::_adaptive_avg_pool2d", OpKind::AdaptiveAvgPool},
@@ -319,6 +322,33 @@ Error plan_index_select(Span<EValue*> a, const char* op, OpPlan* plan) {
                 static_cast<long long>(kMaxIndexSelectSlices));
   ET_TRY(need_shape_but(x, a[3], dim, idx.numel(), op));
   plan->ints[0] = dim;
+  return Error::Ok;
+}
+
+// upsample_bilinear2d.vec(input, output_size?, align_corners, scale_factors?, out) and
+// upsample_nearest2d.vec(input, output_size?, scale_factors?, out) on 4-D tensors; ints = bilinear,
+// align_corners; scalars = source steps per output step (height, width), as PyTorch computes them.
+Error plan_upsample(Span<EValue*> a, const char* op, OpPlan* plan) {
+  const bool bilinear = std::strstr(op, "bilinear") != nullptr;
+  const size_t n = bilinear ? 5 : 4;
+  PAYLOAD_CHECK(a.size() == n && is_float(a[0]) && is_float(a[n - 1]) && (!bilinear || a[2]->is_bool()),
+                "%s %s: arguments", kCudaBackendName, op);
+  const Tensor &x = a[0]->to_tensor(), &o = a[n - 1]->to_tensor();
+  PAYLOAD_CHECK(x.dim() == 4 && o.dim() == 4 && o.size(0) == x.size(0) && o.size(1) == x.size(1) && x.size(2) > 0 &&
+                    x.size(3) > 0 && o.size(2) > 0 && o.size(3) > 0,
+                "%s %s: needs non-empty 4-D input and output of the same planes", kCudaBackendName, op);
+  const EValue* sf = a[n - 2];
+  PAYLOAD_CHECK(sf->is_none() || (sf->tag() == EValue::Tag::DoubleList && sf->to_double_list().size() == 2),
+                "%s %s: scale_factors must be None or two numbers", kCudaBackendName, op);
+  const bool align = bilinear && a[2]->to_bool();
+  for (int d = 0; d < 2; ++d) {
+    const int64_t in = x.size(2 + d), out = o.size(2 + d);
+    const double factor = sf->is_none() ? 0.0 : sf->to_double_list()[static_cast<size_t>(d)];
+    PAYLOAD_CHECK(sf->is_none() || factor > 0, "%s %s: scale factors must be positive", kCudaBackendName, op);
+    plan->scalars[d] = static_cast<float>(align ? (out > 1 ? static_cast<double>(in - 1) / static_cast<double>(out - 1) : 0.0)
+                                          : factor > 0 ? 1.0 / factor : static_cast<double>(in) / static_cast<double>(out));
+  }
+  plan->ints[0] = bilinear, plan->ints[1] = align;
   return Error::Ok;
 }
 
@@ -745,6 +775,8 @@ Error plan_op(const char* name, Span<EValue*> a, OpPlan* plan) {
       return plan_constant_pad(a, name, plan);
     case OpKind::IndexSelect:
       return plan_index_select(a, name, plan);
+    case OpKind::Upsample:
+      return plan_upsample(a, name, plan);
     case OpKind::AdaptiveAvgPool:
       return plan_adaptive_avg_pool(a, name, plan);
   }

@@ -26,7 +26,7 @@ namespace cuda {
 enum class OpKind {
   Addmm, Mm, Bmm, Unary, Binary, Softmax, LogSoftmax, LayerNorm, Copy, Permute, Expand, Split, Conv, BatchNorm,
   MaxPool, AvgPool, RowReduce, Compare, LogicalNot, Any, Where, Embedding, Cast, Int8Linear, Attention, Slice, Select, Cat,
-  AdaptiveAvgPool, AsStrided, ConstantPad, IndexSelect
+  AdaptiveAvgPool, AsStrided, ConstantPad, IndexSelect, Upsample
 };
 
 // One checked instruction. Conv (1-D as height 1): ints = n, c, h, w, oc, kh, kw, stride h/w,
@@ -37,6 +37,7 @@ enum class OpKind {
 // RowReduce (means and sums): ints = 1 for a mean. Slice: ints = dim, start, step. Select:
 // ints = dim, index. Cat: ints = dim. AsStrided: ints = storage offset. ConstantPad: ints = the
 // elements ahead of the input per dimension, scalars[0] = the value. IndexSelect: ints = dim.
+// Upsample: ints = bilinear, align_corners; scalars = source steps per output step (h, w).
 struct OpPlan {
   OpKind kind = OpKind::Copy;
   Unary unary = Unary::Relu;
