@@ -374,6 +374,21 @@ void window_max(const float* xp, const Dims& in, const Axis& z, const Axis& y, c
   }
 }
 
+// The sum of the window's elements (both averages: unit steps).
+float window_sum(const float* xp, const Dims& in, const Axis& z, const Axis& y, const Axis& x) {
+  float sum = 0.f;
+  for (int64_t i = z.lo; i < z.hi; ++i) {
+    const int64_t iz = z.start + i * z.step;
+    for (int64_t j = y.lo; j < y.hi; ++j) {
+      const float* row = xp + (iz * in[1] + y.start + j * y.step) * in[2];
+      for (int64_t l = x.lo; l < x.hi; ++l) sum += row[x.start + l * x.step];
+    }
+  }
+  return sum;
+}
+
+int64_t cells(const Axis& a, const Axis& b, const Axis& c) { return (a.hi - a.lo) * (b.hi - b.lo) * (c.hi - c.lo); }
+
 // max_pool{2,3}d_with_indices(self, kernel_size, stride, padding, dilation, ceil_mode) -> (out, indices)
 template <int ND>
 Error max_pool(KernelRuntimeContext&, Args args) {
@@ -433,17 +448,10 @@ Error avg_pool(KernelRuntimeContext&, Args args) {
     return std::min(a.start + pw.k[d], p.in[d] + pw.w.pad[d]) - a.start;
   };
   for_each_window(p, o, axis, [&](int64_t plane, int64_t at, const Axis& az, const Axis& ay, const Axis& ax) {
-    const float* xp = x + plane * in_vol;
-    float sum = 0.f;
-    for (int64_t iz = az.start + az.lo; iz < az.start + az.hi; ++iz) {
-      for (int64_t iy = ay.start + ay.lo; iy < ay.start + ay.hi; ++iy) {
-        const float* row = xp + (iz * p.in[1] + iy) * p.in[2];
-        for (int64_t ix = ax.start + ax.lo; ix < ax.start + ax.hi; ++ix) sum += row[ix];
-      }
-    }
+    const float sum = window_sum(x + plane * in_vol, p.in, az, ay, ax);
     const int64_t count = divisor ? divisor
                           : include_pad ? padded(0, az) * padded(1, ay) * padded(2, ax)
-                                        : (az.hi - az.lo) * (ay.hi - ay.lo) * (ax.hi - ax.lo);
+                                        : cells(az, ay, ax);
     y[at] = count > 0 ? sum / static_cast<float>(count) : 0.f;
   });
   return Error::Ok;
@@ -475,15 +483,7 @@ Error adaptive_avg_pool(KernelRuntimeContext&, Args args) {
   const int64_t in_vol = volume(p.in);
   auto axis = [&](int d, int64_t i) { return adaptive_axis(i, p.in[d], o[d]); };
   for_each_window(p, o, axis, [&](int64_t plane, int64_t at, const Axis& az, const Axis& ay, const Axis& ax) {
-    const float* xp = x + plane * in_vol;
-    float sum = 0.f;
-    for (int64_t iz = az.start; iz < az.start + az.hi; ++iz) {
-      for (int64_t iy = ay.start; iy < ay.start + ay.hi; ++iy) {
-        const float* row = xp + (iz * p.in[1] + iy) * p.in[2];
-        for (int64_t ix = ax.start; ix < ax.start + ax.hi; ++ix) sum += row[ix];
-      }
-    }
-    y[at] = sum / static_cast<float>(az.hi * ay.hi * ax.hi);
+    y[at] = window_sum(x + plane * in_vol, p.in, az, ay, ax) / static_cast<float>(cells(az, ay, ax));
   });
   return Error::Ok;
 }

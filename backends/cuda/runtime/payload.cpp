@@ -58,6 +58,21 @@ Error need_bool_numel(const EValue* v, int64_t numel, const char* op, size_t i) 
   return Error::Ok;
 }
 
+// 4-D `x` and `o` of the same (batch, channel) planes: pooling and resampling.
+Error need_planes(const Tensor& x, const Tensor& o, const char* op) {
+  PAYLOAD_CHECK(x.dim() == 4 && o.dim() == 4 && o.size(0) == x.size(0) && o.size(1) == x.size(1),
+                "%s %s: needs 4-D input and output of the same planes", kCudaBackendName, op);
+  return Error::Ok;
+}
+
+// A dimension argument of `x`, wrapped.
+Error dim_at(const EValue* v, const Tensor& x, const char* op, int64_t* dim) {
+  PAYLOAD_CHECK(v->is_int() && x.dim() > 0 && v->to_int() >= -x.dim() && v->to_int() < x.dim(),
+                "%s %s: dimension out of range", kCudaBackendName, op);
+  *dim = v->to_int() < 0 ? v->to_int() + x.dim() : v->to_int();
+  return Error::Ok;
+}
+
 // Tensor `v` broadcasts to `out` (at most kMaxOpDims dimensions).
 Error need_broadcast(const EValue* v, const Tensor& out, const char* op, size_t i) {
   int64_t strides[kMaxOpDims];
@@ -210,14 +225,6 @@ Error need_shape_but(const Tensor& x, const EValue* out, int64_t dim, int64_t si
   return Error::Ok;
 }
 
-// A dimension argument of `x`, wrapped.
-Error dim_at(const EValue* v, const Tensor& x, const char* op, int64_t* dim) {
-  PAYLOAD_CHECK(v->is_int() && x.dim() > 0 && v->to_int() >= -x.dim() && v->to_int() < x.dim(),
-                "%s %s: dimension out of range", kCudaBackendName, op);
-  *dim = v->to_int() < 0 ? v->to_int() + x.dim() : v->to_int();
-  return Error::Ok;
-}
-
 // slice.Tensor(self, dim, start?, end?, step, out); ints = dim, start, step (start and end clipped
 // into the dimension as PyTorch does).
 Error plan_slice(Span<EValue*> a, const char* op, OpPlan* plan) {
@@ -334,9 +341,9 @@ Error plan_upsample(Span<EValue*> a, const char* op, OpPlan* plan) {
   PAYLOAD_CHECK(a.size() == n && is_float(a[0]) && is_float(a[n - 1]) && (!bilinear || a[2]->is_bool()),
                 "%s %s: arguments", kCudaBackendName, op);
   const Tensor &x = a[0]->to_tensor(), &o = a[n - 1]->to_tensor();
-  PAYLOAD_CHECK(x.dim() == 4 && o.dim() == 4 && o.size(0) == x.size(0) && o.size(1) == x.size(1) && x.size(2) > 0 &&
-                    x.size(3) > 0 && o.size(2) > 0 && o.size(3) > 0,
-                "%s %s: needs non-empty 4-D input and output of the same planes", kCudaBackendName, op);
+  ET_TRY(need_planes(x, o, op));
+  PAYLOAD_CHECK(x.size(2) > 0 && x.size(3) > 0 && o.size(2) > 0 && o.size(3) > 0, "%s %s: empty planes",
+                kCudaBackendName, op);
   const EValue* sf = a[n - 2];
   PAYLOAD_CHECK(sf->is_none() || (sf->tag() == EValue::Tag::DoubleList && sf->to_double_list().size() == 2),
                 "%s %s: scale_factors must be None or two numbers", kCudaBackendName, op);
@@ -378,8 +385,7 @@ Error plan_cat(Span<EValue*> a, const char* op, OpPlan* plan) {
 Error plan_adaptive_avg_pool(Span<EValue*> a, const char* op, OpPlan* plan) {
   PAYLOAD_CHECK(a.size() == 3 && is_float(a[0]) && is_float(a[2]), "%s %s: arguments", kCudaBackendName, op);
   const Tensor &x = a[0]->to_tensor(), &o = a[2]->to_tensor();
-  PAYLOAD_CHECK(x.dim() == 4 && o.dim() == 4 && o.size(0) == x.size(0) && o.size(1) == x.size(1),
-                "%s %s: needs 4-D input and output of the same planes", kCudaBackendName, op);
+  ET_TRY(need_planes(x, o, op));
   int64_t* v = plan->ints;  // kh, kw, sh, sw, ph, pw, dh, dw, count_include_pad
   for (int i = 0; i < 2; ++i) {
     const int64_t in = x.size(2 + i), out = o.size(2 + i);
@@ -446,8 +452,7 @@ Error plan_pool(Span<EValue*> a, const char* op, bool is_max, OpPlan* plan) {
   EValue* out = a[is_max ? 6 : 7];
   ET_TRY(need_float(out, op, is_max ? 6 : 7));
   const Tensor& o = out->to_tensor();
-  PAYLOAD_CHECK(x.dim() == 4 && o.dim() == 4 && o.size(0) == x.size(0) && o.size(1) == x.size(1),
-                "%s %s: needs 4-D input and output of the same planes", kCudaBackendName, op);
+  ET_TRY(need_planes(x, o, op));
   int64_t* v = plan->ints;  // kh, kw, sh, sw, ph, pw, dh, dw, count_include_pad
   for (int i = 0; i < 2; ++i) {
     ET_TRY(pair_at(a[1], i, 1, op, &v[i]));
@@ -508,10 +513,9 @@ Error plan_split(Span<EValue*> a, const char* op, OpPlan* plan) {
   PAYLOAD_CHECK(a.size() == 3 + sizes.size(), "%s %s: %zu arguments for %zu pieces", kCudaBackendName, op, a.size(),
                 sizes.size());
   const Tensor& x = a[0]->to_tensor();
-  int64_t dim = a[2]->to_int();
-  PAYLOAD_CHECK(x.dim() > 0 && x.dim() <= kMaxOpDims && dim >= -x.dim() && dim < x.dim(), "%s %s: dimension out of range",
-                kCudaBackendName, op);
-  if (dim < 0) dim += x.dim();
+  int64_t dim;
+  PAYLOAD_CHECK(x.dim() <= kMaxOpDims, "%s %s: more than %d dimensions", kCudaBackendName, op, kMaxOpDims);
+  ET_TRY(dim_at(a[2], x, op, &dim));
   int64_t covered = 0;
   for (size_t i = 0; i < sizes.size(); ++i) {
     const EValue* o = a[3 + i];
