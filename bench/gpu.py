@@ -4,7 +4,7 @@ throughput of the shim library (aoti_torch_cuda_mm_out) against torch.matmul.
     python bench/gpu.py [--batches 1,32] [--dtypes float32,float16,bfloat16,int8] [--repeat 50] [--gemm 4096] [--no-compile]
     python bench/gpu.py --models real [--dtypes float32,float16,bfloat16] [--compile resnet50,vit_b_16,...]
 
-Our side: the model exported with backend="cuda", run from Python with inputs in host memory
+Our side (zoo): the model exported with backend="cuda", run from Python with inputs in host memory
 (copied to the device and back by the delegate, as a CPU caller's would be). torch's side: the same
 model and weights on the GPU, inputs already on the device, synchronized after each run, eager and
 torch.compile'd. dtype int8: ours exported with quantize="int8" (int8 weights, activations quantized
@@ -12,10 +12,12 @@ per row on the device), torch's the float32 model (max |err| is then the quantiz
 GEMM: TF/s of both and their ratio ours / torch (higher is better), with the relative error of ours
 against float64.
 
---models real runs the models of tests/models/real.py (and ResNet-50) at their example inputs (batch
-1), printing for each dtype the number of delegate calls (or why export failed), ours, torch eager
-and, for the models named by --compile in --compile-dtypes, torch.compile(mode="reduce-overhead"),
-with the largest error relative to torch's largest output.
+--models real runs the models of tests/models/real.py (and ResNet-50) at their example inputs,
+repeated to each of --batches, printing for each dtype and batch the number of delegate calls (or
+why export failed), ours on torch CUDA tensors (outputs left on the device, as torch's are), ours
+from host memory, torch eager and, for the models named by --compile in --compile-dtypes,
+torch.compile(mode="reduce-overhead"), with the largest error relative to torch's largest output.
+Ratios are ours on device tensors / torch.
 """
 
 from __future__ import annotations
@@ -88,53 +90,70 @@ def _leaves(out) -> list[torch.Tensor]:
     return [t for t in torch.utils._pytree.tree_leaves(out) if isinstance(t, torch.Tensor)]
 
 
-def real_models(dtypes: list[str], compiled: set[str], compile_dtypes: set[str], repeat: int,
+def _batched(inputs: list[torch.Tensor], batch: int) -> list[torch.Tensor] | None:
+    """The example inputs repeated to `batch` along their first dimension (None where an input's
+    first dimension is not a batch of 1)."""
+    if batch == 1:
+        return inputs
+    if any(x.dim() == 0 or x.shape[0] != 1 for x in inputs):
+        return None
+    return [x.repeat(batch, *[1] * (x.dim() - 1)) for x in inputs]
+
+
+def real_models(dtypes: list[str], batches: list[int], compiled: set[str], compile_dtypes: set[str], repeat: int,
                 only: list[str] | None = None) -> None:
     from executorch.export import ExportError
     from tests.models.real import MODELS as REAL, MORE_MODELS
 
     cases = {**REAL, "resnet50": MORE_MODELS["resnet50"]}
     cases = {k: v for k, v in cases.items() if not only or k in only}
-    print(f"{'model':28} {'dtype':>8} {'calls':>5} {'ours ms':>9} {'eager ms':>9} {'ratio':>6} {'compile ms':>10} "
-          f"{'ratio':>6} {'rel err':>9}")
+    print(f"{'model':28} {'dtype':>8} {'batch':>5} {'calls':>5} {'ours ms':>9} {'host ms':>9} {'eager ms':>9} "
+          f"{'ratio':>6} {'compile ms':>10} {'ratio':>6} {'rel err':>9}")
     for name, factory in cases.items():
         for label in dtypes:
-            dtype = getattr(torch, label)
-            model, inputs = factory()
-            try:
-                program = Runtime.get().load_program(export(model, inputs, backend="cuda", dtype=dtype))
-            except ExportError as e:
-                print(f"{name:28} {label:>8} export failed: {str(e)[:300]}", flush=True)
-                continue
-            method = program.load_method()
-            inputs = [x.to(dtype) if x.is_floating_point() else x for x in inputs]
-            arrays = [x.numpy() for x in inputs] if dtype != torch.bfloat16 else list(inputs)
-            gpu_model = model.to(dtype).cuda()
-            gpu_inputs = [x.cuda() for x in inputs]
+            for batch in batches:
+                dtype = getattr(torch, label)
+                model, inputs = factory()
+                inputs = _batched(inputs, batch)
+                if inputs is None:
+                    continue
+                try:
+                    program = Runtime.get().load_program(export(model, inputs, backend="cuda", dtype=dtype))
+                except ExportError as e:
+                    print(f"{name:28} {label:>8} {batch:5d} export failed: {str(e)[:300]}", flush=True)
+                    continue
+                method = program.load_method()
+                inputs = [x.to(dtype) if x.is_floating_point() else x for x in inputs]
+                gpu_model = model.to(dtype).cuda()
+                gpu_inputs = [x.cuda() for x in inputs]
 
-            def timed(fn):
-                def call():
-                    with torch.no_grad():
-                        fn(*gpu_inputs)
-                    torch.cuda.synchronize()
-                return median_ms(call, repeat)
+                def timed(fn):
+                    def call():
+                        with torch.no_grad():
+                            fn()
+                        torch.cuda.synchronize()
+                    return median_ms(call, repeat)
 
-            ours = median_ms(lambda: method.execute(arrays), repeat)
-            eager = timed(gpu_model)
-            compile_ms = float("nan")
-            if name in compiled and label in compile_dtypes:
-                compile_ms = timed(torch.compile(gpu_model, mode="reduce-overhead"))
-            with torch.no_grad():
-                ref = _leaves(gpu_model(*gpu_inputs))[0].float().cpu()
-            got = torch.as_tensor(method.execute(arrays)[0]).float()
-            err = float((got - ref).abs().max()) / max(float(ref.abs().max()), 1e-30)
-            print(f"{name:28} {label:>8} {program.metadata('cuda_delegate_calls'):>5} {ours:9.3f} {eager:9.3f} "
-                  f"{ours / eager:6.2f} {compile_ms:10.3f} {ours / compile_ms:6.2f} {err:9.2e}", flush=True)
+                # Ours on device tensors (outputs left there), as torch runs; and from host memory.
+                ours = timed(lambda: method.execute(gpu_inputs))
+                host = timed(lambda: method.execute(inputs))
+                eager = timed(lambda: gpu_model(*gpu_inputs))
+                compile_ms = float("nan")
+                if name in compiled and label in compile_dtypes:
+                    fast = torch.compile(gpu_model, mode="reduce-overhead")
+                    compile_ms = timed(lambda: fast(*gpu_inputs))
+                with torch.no_grad():
+                    ref = _leaves(gpu_model(*gpu_inputs))[0].float().cpu()
+                got = method.execute(gpu_inputs)[0].float().cpu()
+                err = float((got - ref).abs().max()) / max(float(ref.abs().max()), 1e-30)
+                print(f"{name:28} {label:>8} {batch:5d} {program.metadata('cuda_delegate_calls'):>5} {ours:9.3f} "
+                      f"{host:9.3f} {eager:9.3f} {ours / eager:6.2f} {compile_ms:10.3f} {ours / compile_ms:6.2f} "
+                      f"{err:9.2e}", flush=True)
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--batches", default="1,32")
+    parser.add_argument("--batches", default="1,32", help="batch sizes (real models: inputs repeated along dim 0)")
     parser.add_argument("--repeat", type=int, default=50)
     parser.add_argument("--gemm", type=int, default=4096, help="GEMM size (0: skip)")
     parser.add_argument("--no-compile", action="store_true", help="skip the torch.compile column")
@@ -150,7 +169,8 @@ def main() -> int:
     if args.models == "real":
         dtypes = [d for d in args.dtypes.split(",") if d != "int8"]
         compiled = set(args.compile.split(",")) if not args.no_compile else set()
-        real_models(dtypes, compiled, set(args.compile_dtypes.split(",")), args.repeat,
+        real_models(dtypes, [int(b) for b in args.batches.split(",")], compiled, set(args.compile_dtypes.split(",")),
+                    args.repeat,
                     args.only.split(",") if args.only else None)
         return 0
     if args.gemm:

@@ -211,3 +211,60 @@ def test_what_stays_on_the_cpu_is_what_the_backend_refuses() -> None:
     convs = {k: v for k, v in reasons.items() if k.startswith("aten::convolution")}
     assert sorted(bool(v) for v in convs.values()) == [False, True], convs
     assert any("only non-transposed convolution" in v for v in convs.values()), convs
+
+
+class ConvBlocks(torch.nn.Module):
+    """What CudaBackend fuses and the exporter folds: convolutions with batch norm (folded into
+    them), residual adds and activations (the convolution's epilogue on the GPU), 1x1 convolutions
+    (a GEMM on the input itself) and a depthwise convolution; one batch norm reads a convolution
+    whose result is also used elsewhere, so it stays."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        nn = torch.nn
+        self.stem = nn.Sequential(nn.Conv2d(4, 8, 3, padding=1, bias=False), nn.BatchNorm2d(8), nn.ReLU())
+        self.expand = nn.Sequential(nn.Conv2d(8, 16, 1), nn.BatchNorm2d(16), nn.SiLU())
+        self.depthwise = nn.Sequential(nn.Conv2d(16, 16, 3, padding=1, groups=16, bias=False), nn.BatchNorm2d(16),
+                                       nn.Hardswish())
+        self.project = nn.Sequential(nn.Conv2d(16, 8, 1, bias=False), nn.BatchNorm2d(8))
+        self.shared = nn.Conv2d(8, 8, 3, padding=1)
+        self.shared_bn = nn.BatchNorm2d(8)
+        for m in self.modules():  # statistics far from the identity, so an unfolded norm shows
+            if isinstance(m, nn.BatchNorm2d):
+                m.running_mean.uniform_(-1, 1)
+                m.running_var.uniform_(0.5, 2)
+                m.weight.data.uniform_(0.5, 1.5)
+                m.bias.data.uniform_(-0.5, 0.5)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.stem(x)
+        y = torch.relu(self.project(self.depthwise(self.expand(y))) + y)
+        z = self.shared(y)
+        return torch.relu(self.shared_bn(z) + y) + z.mean()
+
+
+def test_batch_norm_is_folded_into_the_convolution_before_it() -> None:
+    from executorch.serialization.pte import deserialize
+
+    torch.manual_seed(0)
+    model, example = ConvBlocks().eval(), (torch.randn(2, 4, 8, 8),)
+    spec = deserialize(export(model, example))
+    ops = [f"{name}.{overload}" if overload else name for name, overload in spec.plans[0].operators]
+    calls = [ops[i.op_index] for i in spec.plans[0].instructions]
+    # Five convolutions; of five norms only the one whose convolution is read twice stays.
+    assert calls.count("aten::convolution") == 5
+    assert calls.count("aten::_native_batch_norm_legit_no_training") == 1, calls
+    got = Runtime.get().load_program(export(model, example)).load_method().execute([example[0]])[0]
+    with torch.no_grad():
+        want = model(*example)
+    torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4 * float(want.abs().max()))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+def test_conv_blocks_are_one_delegate_call(dtype) -> None:
+    from executorch.serialization.pte import deserialize
+
+    torch.manual_seed(0)
+    spec = deserialize(export(ConvBlocks().eval(), (torch.randn(2, 4, 8, 8),), backend="cuda", dtype=dtype))
+    assert spec.metadata["cuda_delegate_calls"] == "1"
+    assert not [i for i in spec.plans[0].instructions if hasattr(i, "op_index")], "a CPU kernel is left"

@@ -3,7 +3,9 @@
 // symbols. C++ exceptions stay inside this file: runtime Errors become ExecutorchError here.
 #include <algorithm>
 #include <cstring>
+#include <map>
 #include <memory>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -13,6 +15,9 @@
 #include <pybind11/stl.h>
 
 #include <executorch/backends/cuda/runtime/payload.h>
+#if EXECUTORCH_BINDINGS_CUDA
+#include <executorch/extension/cuda/cuda_stream.h>
+#endif
 #include <executorch/extension/threadpool/threadpool.h>
 #include <executorch/runtime/backend/interface.h>
 #include <executorch/runtime/core/log.h>
@@ -120,12 +125,35 @@ py::object to_python(const rt::EValue& v) {
   }
 }
 
+// The ScalarType named by to_string ("float32", "bfloat16"), for tensors described by name.
+bool scalar_type_named(const std::string& name, rt::ScalarType* out) {
+  for (rt::ScalarType t : {rt::ScalarType::Byte, rt::ScalarType::Char, rt::ScalarType::Short, rt::ScalarType::Int,
+                           rt::ScalarType::Long, rt::ScalarType::Half, rt::ScalarType::Float, rt::ScalarType::Double,
+                           rt::ScalarType::Bool, rt::ScalarType::BFloat16}) {
+    if (name == rt::to_string(t)) return *out = t, true;
+  }
+  return false;
+}
+
+// A tensor in device memory, as Python hands it over: ("device", data pointer, dtype name, shape,
+// device index). Its owner (a torch tensor) outlives the call.
+bool is_device_tensor(py::handle item) {
+  return py::isinstance<py::tuple>(item) && py::len(item) == 5 && py::str(item[py::int_(0)]).cast<std::string>() == "device";
+}
+
 class PyProgram;
 
 class PyMethod {
  public:
   PyMethod(std::shared_ptr<rt::Program> program, std::unique_ptr<rt::Method> method)
-      : program_(std::move(program)), method_(std::move(method)) {}
+      : program_(std::move(program)), method_(std::move(method)) {
+    // Where each output lives unless a call hands over a buffer for it.
+    for (size_t i = 0; i < method_->num_outputs(); ++i) {
+      const rt::EValue& v = method_->get_output(i);
+      planned_outputs_.push_back(v.is_tensor() ? v.to_tensor().mutable_data_ptr() : nullptr);
+    }
+    redirected_.assign(method_->num_outputs(), false);
+  }
 
   std::string name() const { return method_->name(); }
   size_t num_inputs() const { return method_->num_inputs(); }
@@ -146,8 +174,35 @@ class PyMethod {
     return out;
   }
 
-  // `bfloat16_inputs`: indices of int16 arrays holding bfloat16 bits.
-  py::list execute(const py::sequence& inputs, const std::vector<size_t>& bfloat16_inputs) {
+  // Per input: whether it may be a device tensor.
+  std::vector<bool> inputs_on_device() const {
+    std::vector<bool> out;
+    for (size_t i = 0; i < method_->num_inputs(); ++i) out.push_back(method_->input_may_be_on_device(i));
+    return out;
+  }
+
+  // [(dtype name, shape, whether it may be written to device memory)] for tensor outputs.
+  py::list output_meta() const {
+    py::list out;
+    for (size_t i = 0; i < method_->num_outputs(); ++i) {
+      const rt::EValue& v = method_->get_output(i);
+      if (!v.is_tensor()) {
+        out.append(py::none());
+        continue;
+      }
+      const rt::Tensor& t = v.to_tensor();
+      out.append(py::make_tuple(rt::to_string(t.scalar_type()), std::vector<int64_t>(t.sizes(), t.sizes() + t.dim()),
+                                method_->output_may_be_on_device(i)));
+    }
+    return out;
+  }
+
+  // `bfloat16_inputs`: indices of int16 arrays holding bfloat16 bits. `device_outputs`: output
+  // index -> (data pointer, device index) of a device buffer to fill (returned as None). A nonzero
+  // `cuda_stream` is the caller's stream (a cudaStream_t) the delegates run on, in order with the
+  // caller's work and without waiting for it.
+  py::list execute(const py::sequence& inputs, const std::vector<size_t>& bfloat16_inputs,
+                   const std::map<size_t, std::pair<uintptr_t, int>>& device_outputs, uintptr_t cuda_stream) {
     if (static_cast<size_t>(py::len(inputs)) != method_->num_inputs()) {
       throw py::value_error("method '" + name() + "' takes " + std::to_string(method_->num_inputs()) +
                             " inputs, got " + std::to_string(py::len(inputs)));
@@ -162,6 +217,16 @@ class PyMethod {
         err = method_->set_input(i, rt::EValue(item.cast<int64_t>()));
       } else if (py::isinstance<py::float_>(item)) {
         err = method_->set_input(i, rt::EValue(item.cast<double>()));
+      } else if (is_device_tensor(item)) {
+        rt::ScalarType dtype;
+        const std::string dtype_name = py::str(item[py::int_(2)]).cast<std::string>();
+        if (!scalar_type_named(dtype_name, &dtype)) throw py::type_error("input " + std::to_string(i) + " has unsupported dtype " + dtype_name);
+        const std::vector<int64_t> sizes = item[py::int_(3)].cast<std::vector<int64_t>>();
+        const std::vector<int64_t> strides(sizes.size(), 1);
+        rt::Tensor t(dtype, static_cast<int>(sizes.size()), sizes.data(), strides.data(),
+                     reinterpret_cast<void*>(item[py::int_(1)].cast<uintptr_t>()));
+        t.set_device({rt::DeviceType::CUDA, static_cast<int8_t>(item[py::int_(4)].cast<int>())});
+        err = method_->set_input(i, rt::EValue(t));
       } else {
         py::array arr = py::array::ensure(item, py::array::c_style);
         if (!arr) throw py::type_error("input " + std::to_string(i) + " is not an array or number");
@@ -180,20 +245,43 @@ class PyMethod {
       }
       if (err != rt::Error::Ok) raise(err, "input " + std::to_string(i));
     }
+    for (size_t i = 0; i < method_->num_outputs(); ++i) {
+      const auto buffer = device_outputs.find(i);
+      if (buffer == device_outputs.end() && !redirected_[i]) continue;
+      if (!method_->get_output(i).is_tensor()) throw py::value_error("output " + std::to_string(i) + " is not a tensor");
+      const size_t nbytes = method_->get_output(i).to_tensor().nbytes();
+      const rt::Error e = buffer == device_outputs.end()
+          ? method_->set_output_data(i, planned_outputs_[i], nbytes, {})  // back to its planned memory
+          : method_->set_output_data(i, reinterpret_cast<void*>(buffer->second.first), nbytes,
+                                     {rt::DeviceType::CUDA, static_cast<int8_t>(buffer->second.second)});
+      if (e != rt::Error::Ok) raise(e, "output " + std::to_string(i));
+      redirected_[i] = buffer != device_outputs.end();
+    }
+#if !EXECUTORCH_BINDINGS_CUDA
+    if (cuda_stream != 0) throw RuntimeFailure("a CUDA stream was given, but this build of executorch has no CUDA support");
+#endif
     rt::Error err;
     {
       py::gil_scoped_release release;
+#if EXECUTORCH_BINDINGS_CUDA
+      std::optional<executorch::extension::cuda::StreamGuard> on_stream;
+      if (cuda_stream != 0) on_stream.emplace(reinterpret_cast<cudaStream_t>(cuda_stream));
+#endif
       err = method_->execute();
     }
     if (err != rt::Error::Ok) raise(err, "executing '" + name() + "'");
     py::list outputs;
-    for (size_t i = 0; i < method_->num_outputs(); ++i) outputs.append(to_python(method_->get_output(i)));
+    for (size_t i = 0; i < method_->num_outputs(); ++i) {
+      outputs.append(device_outputs.count(i) ? py::none() : to_python(method_->get_output(i)));
+    }
     return outputs;
   }
 
  private:
   std::shared_ptr<rt::Program> program_;
   std::unique_ptr<rt::Method> method_;
+  std::vector<void*> planned_outputs_;
+  std::vector<bool> redirected_;  // per output: set to a caller's buffer by the last call
 };
 
 class PyProgram {
@@ -277,5 +365,8 @@ PYBIND11_MODULE(_C, m) {
       .def_property_readonly("num_inputs", &PyMethod::num_inputs)
       .def_property_readonly("num_outputs", &PyMethod::num_outputs)
       .def("input_meta", &PyMethod::input_meta)
-      .def("execute", &PyMethod::execute, py::arg("inputs"), py::arg("bfloat16_inputs") = std::vector<size_t>{});
+      .def("output_meta", &PyMethod::output_meta)
+      .def("inputs_on_device", &PyMethod::inputs_on_device)
+      .def("execute", &PyMethod::execute, py::arg("inputs"), py::arg("bfloat16_inputs") = std::vector<size_t>{},
+           py::arg("device_outputs") = std::map<size_t, std::pair<uintptr_t, int>>{}, py::arg("cuda_stream") = 0);
 }

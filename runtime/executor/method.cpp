@@ -412,6 +412,54 @@ Error Method::set_input(size_t index, const EValue& value) {
   return Error::Ok;
 }
 
+bool Method::input_may_be_on_device(size_t index) const {
+  return index < inputs_.size() && inputs_[index]->is_tensor() && !planned_[input_ids_[index]];
+}
+
+bool Method::output_may_be_on_device(size_t index) const {
+  if (index >= outputs_.size() || !outputs_[index]->is_tensor()) return false;
+  const EValue* out = outputs_[index];
+  const size_t id = static_cast<size_t>(out - values_.data());
+  if (constant_[id]) return false;
+  for (const EValue* in : inputs_) {
+    if (in == out) return false;
+  }
+  for (const Step& s : steps_) {
+    if (s.kind == Step::Kind::Move && (s.move_from == out || s.move_to == out)) return false;
+    if (s.kind != Step::Kind::Kernel) continue;
+    for (const EValue* a : s.args) {
+      if (a == out) return false;
+      if (a->is_tensor_list()) {
+        for (const EValue* t : a->to_tensor_list()) {
+          if (t == out) return false;
+        }
+      }
+    }
+  }
+  return true;
+}
+
+Error Method::set_output_data(size_t index, void* data, size_t nbytes, Device device) {
+  ET_CHECK_OR_RETURN(index < outputs_.size(), Error::InvalidArgument, "output %zu does not exist; '%s' has %zu", index,
+                     name(), outputs_.size());
+  ET_CHECK_OR_RETURN(outputs_[index]->is_tensor(), Error::InvalidArgument, "output %zu is not a tensor", index);
+  Tensor& t = outputs_[index]->to_tensor();
+  ET_CHECK_OR_RETURN(nbytes == t.nbytes() && (data != nullptr || nbytes == 0), Error::InvalidArgument,
+                     "output %zu: a buffer of %zu bytes, expected %zu", index, nbytes, t.nbytes());
+  const size_t id = static_cast<size_t>(outputs_[index] - values_.data());
+  ET_CHECK_OR_RETURN(!constant_[id], Error::NotSupported, "output %zu is a constant of the program", index);
+  if (device.type != DeviceType::CPU) {
+    ET_CHECK_OR_RETURN(output_may_be_on_device(index), Error::NotSupported,
+                       "output %zu is computed or read by a CPU kernel; it cannot be in device memory", index);
+  }
+  for (const EValue* in : inputs_) {
+    ET_CHECK_OR_RETURN(in != outputs_[index], Error::NotSupported, "output %zu is also an input", index);
+  }
+  t.set_data(data);
+  t.set_device(device);
+  return Error::Ok;
+}
+
 Error Method::execute() {
   for (size_t i = 0; i < inputs_.size(); ++i) {
     const bool needs = inputs_[i]->is_tensor() && !planned_[input_ids_[i]] && !input_set_[i];

@@ -48,6 +48,19 @@ class EXECUTORCH_API Method final {
   // Output `index` of the last execute(); a tensor's data stays valid until the next execute().
   const EValue& get_output(size_t index) const { return *outputs_[index]; }
 
+  // Whether tensor input `index` may be handed over in device memory: the program planned no
+  // memory for it (only delegates read it), so set_input uses the caller's data in place.
+  bool input_may_be_on_device(size_t index) const;
+
+  // Whether output `index` may live in device memory: a tensor that only delegates write and
+  // read (no CPU kernel touches it), neither a method input nor a constant.
+  bool output_may_be_on_device(size_t index) const;
+
+  // From the next execute() on, output tensor `index` is written to `data` (`nbytes`, the tensor's
+  // size) on `device` instead of its planned memory, so a caller's buffer (a GPU tensor, say) is
+  // filled in place. Device memory only where output_may_be_on_device(index).
+  Error set_output_data(size_t index, void* data, size_t nbytes, Device device);
+
   // For backends that run a method's instructions themselves (the CUDA delegate executes a
   // sub-program this way, on device memory it provides through a MemoryManager).
   enum class Memory { None, Constant, Planned };

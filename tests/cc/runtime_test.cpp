@@ -108,6 +108,34 @@ void test_method_runs() {
   CHECK(program.get()->load_method("backward").error() == Error::NotFound);
 }
 
+// Outputs written to a caller's buffer; device memory only where no CPU kernel touches them.
+void test_output_buffers() {
+  auto program = load(build_program());
+  auto method = program.get()->load_method("forward");
+  CHECK(method.ok());
+  if (!method.ok()) return;
+  rt::Method& m = *method.get();
+  CHECK(!m.input_may_be_on_device(0) && !m.input_may_be_on_device(9));  // planned inputs are copied
+  CHECK(!m.output_may_be_on_device(0) && !m.output_may_be_on_device(3));  // the CPU relu writes it
+  std::vector<int64_t> sizes = {2, 3}, strides = {3, 1};
+  float x[6] = {1, -2, 3, -4, 5, -6}, y[6] = {1, 1, 1, 1, 1, 1}, out[6] = {};
+  rt::Tensor tx(rt::ScalarType::Float, 2, sizes.data(), strides.data(), x), ty(rt::ScalarType::Float, 2, sizes.data(), strides.data(), y);
+  CHECK(m.set_input(0, rt::EValue(tx)) == Error::Ok && m.set_input(1, rt::EValue(ty)) == Error::Ok);
+  CHECK(m.set_output_data(0, out, sizeof(out) - 4, {}) == Error::InvalidArgument && message_contains("expected 24"));
+  CHECK(m.set_output_data(0, out, sizeof(out), {rt::DeviceType::CUDA, 0}) == Error::NotSupported &&
+        message_contains("CPU kernel"));
+  CHECK(m.set_output_data(1, out, sizeof(out), {}) == Error::InvalidArgument);
+  CHECK(m.set_output_data(0, out, sizeof(out), {}) == Error::Ok);
+  CHECK(m.execute() == Error::Ok);
+  CHECK(m.get_output(0).to_tensor().data_ptr<float>() == out);
+  const float want[6] = {2, 0, 4, 0, 6, 0};
+  for (int i = 0; i < 6; ++i) CHECK(out[i] == want[i]);
+
+  auto unplanned = load(build_program({.planned_inputs = false}));
+  auto method2 = unplanned.get()->load_method("forward");
+  CHECK(method2.ok() && method2.get()->input_may_be_on_device(0) && method2.get()->input_may_be_on_device(1));
+}
+
 void test_memory_manager_buffers() {
   auto program = load(build_program());
   alignas(64) static uint8_t arena[256];
@@ -207,6 +235,7 @@ int main() {
   test_backend_registry();
   test_kernel_registry();
   test_method_runs();
+  test_output_buffers();
   test_memory_manager_buffers();
   test_unplanned_input_must_be_set();
   test_hostile_programs();

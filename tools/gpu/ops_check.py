@@ -1,30 +1,85 @@
-"""On a GPU machine with torch and the wheel installed, from a checkout: the operator test model of
-tests/cuda_export_test.py (slices, selects, concatenation, padding, index_select, resampling, pooling,
-activations, 1-D and depthwise convolution) through CudaBackend against torch, in each dtype.
+"""On a GPU machine with torch and the wheel installed, from a checkout: the operator test models of
+tests/cuda_export_test.py through CudaBackend against torch, in each dtype, and torch CUDA tensors
+in and out of Method.execute.
+
+- VisionOps: slices, selects, concatenation, padding, index_select, resampling, pooling,
+  activations, 1-D and depthwise convolution;
+- ConvBlocks: batch norm folded into convolutions, residual adds and activations fused into the
+  convolution's epilogue, 1x1 convolutions without im2col.
 
     python3 tools/gpu/ops_check.py .
 """
 import sys
+
 import numpy as np
 import torch
+
 sys.path.insert(0, sys.argv[1])
 from executorch.export import export
 from executorch.runtime import Runtime
-from tests.cuda_export_test import VisionOps
+from tests.cuda_export_test import ConvBlocks, VisionOps
+
+BOUNDS = ((torch.float32, 1e-4), (torch.float16, 1e-2), (torch.bfloat16, 6e-2))
+
+
+def check_dtypes(name: str, model: torch.nn.Module, x: torch.Tensor) -> None:
+    for dtype, bound in BOUNDS:
+        pte = export(model, (x,), backend="cuda", dtype=dtype)
+        method = Runtime.get().load_program(pte).load_method()
+        xi = x.to(dtype)
+        got = method.execute([xi.numpy() if dtype != torch.bfloat16 else xi])[0]
+        got = np.asarray(got.float() if isinstance(got, torch.Tensor) else got, dtype=np.float32)
+        with torch.no_grad():
+            ref = model(xi.float()).numpy()
+        err = float(np.abs(got - ref).max()) / max(1.0, float(np.abs(ref).max()))
+        print(f"{name} {str(dtype)[6:]}: max |ours - torch| / max(1, max |torch|) = {err:.2e} (bound {bound})")
+        if err > bound:
+            raise SystemExit(f"{name} {dtype}: out of bounds")
+
+
+def check_device_tensors() -> None:
+    """CUDA tensors in, CUDA tensors out, on a stream of the caller's, equal to the host path."""
+    torch.manual_seed(0)
+    model, x = ConvBlocks().eval(), torch.randn(2, 4, 8, 8)
+    method = Runtime.get().load_program(export(model, (x,), backend="cuda")).load_method()
+    assert method._method.inputs_on_device() == [True], method._method.inputs_on_device()
+    assert [m[2] for m in method._method.output_meta()] == [True], method._method.output_meta()
+    host = method.execute([x])[0]
+    stream = torch.cuda.Stream()
+    with torch.cuda.stream(stream):
+        xd = x.cuda() * 1.0  # produced on the caller's stream, consumed there in order
+        outs = [method.execute([xd])[0] for _ in range(3)]
+        doubled = outs[-1] * 2
+    stream.synchronize()
+    assert all(o.is_cuda and o.device == xd.device for o in outs), [o.device for o in outs]
+    assert len({o.data_ptr() for o in outs}) == 3, "each call fills a tensor of its own"
+    for o in outs:
+        torch.testing.assert_close(o.cpu(), host, rtol=0, atol=0)
+    torch.testing.assert_close(doubled.cpu(), host * 2)
+    # After device calls, a host call gets host memory back.
+    torch.testing.assert_close(method.execute([x])[0], host, rtol=0, atol=0)
+
+    class Mixed(torch.nn.Module):  # the transposed convolution stays on the CPU
+        def __init__(self) -> None:
+            super().__init__()
+            self.up = torch.nn.ConvTranspose2d(4, 4, 2, stride=2)
+
+        def forward(self, x):
+            return self.up(torch.relu(x)), x.sum()
+
+    m = Mixed().eval()
+    method = Runtime.get().load_program(export(m, (x,), backend="cuda")).load_method()
+    got = method.execute([x.cuda()])
+    with torch.no_grad():
+        want = m(x)
+    assert all(g.is_cuda for g in got), [g.device for g in got]
+    for g, w in zip(got, want):
+        torch.testing.assert_close(g.cpu(), w, rtol=1e-4, atol=1e-4)
+    print("device tensors: CUDA in, CUDA out on the caller's stream, equal to the host path")
+
 
 torch.manual_seed(0)
-model, x = VisionOps().eval(), torch.randn(2, 4, 8, 8)
-with torch.no_grad():
-    want = model(x).numpy()
-for dtype, bound in ((torch.float32, 1e-4), (torch.float16, 1e-2), (torch.bfloat16, 6e-2)):
-    pte = export(model, (x,), backend="cuda", dtype=dtype)
-    method = Runtime.get().load_program(pte).load_method()
-    xi = x.to(dtype)
-    got = method.execute([xi.numpy() if dtype != torch.bfloat16 else xi])[0]
-    got = np.asarray(got.float() if isinstance(got, torch.Tensor) else got, dtype=np.float32)
-    with torch.no_grad():
-        ref = model(xi.float()).numpy()
-    err = float(np.abs(got - ref).max()) / max(1.0, float(np.abs(ref).max()))
-    print(f"VisionOps {str(dtype)[6:]}: max |ours - torch| / max(1, max |torch|) = {err:.2e} (bound {bound})")
-    if err > bound:
-        raise SystemExit(f"VisionOps {dtype}: out of bounds")
+check_dtypes("VisionOps", VisionOps().eval(), torch.randn(2, 4, 8, 8))
+torch.manual_seed(0)
+check_dtypes("ConvBlocks", ConvBlocks().eval(), torch.randn(2, 4, 8, 8))
+check_device_tensors()

@@ -365,18 +365,26 @@ __global__ void im2col_kernel(const T* __restrict__ x, T* __restrict__ col, int6
   col[i] = (iy >= 0 && iy < h && ix >= 0 && ix < w) ? x[(c * h + iy) * w + ix] : st<T>(0.f);
 }
 
-// One output element of a depthwise convolution (one input channel per group, `mult` outputs per
-// channel): the kh x kw stencil over its input plane, plus the bias; float32 accumulation.
+// Convolution result i of output channel `channel`, finished as Epilogue says.
 template <typename T>
-__global__ void depthwise_conv_kernel(const T* __restrict__ x, const T* __restrict__ wt, const T* __restrict__ bias,
-                                      T* __restrict__ y, ConvShape s, int64_t total) {
+__device__ __forceinline__ float finish(float v, int64_t i, int64_t channel, const Epilogue<T>& e) {
+  if (e.bias) v += ld(e.bias[channel]);
+  if (e.residual) v += ld(e.residual[i]);
+  return e.activate ? apply(e.activation, v, e.p0, e.p1) : v;
+}
+
+// One output element of a depthwise convolution (one input channel per group, `mult` outputs per
+// channel): the kh x kw stencil over its input plane, then the epilogue; float32 accumulation.
+template <typename T>
+__global__ void depthwise_conv_kernel(const T* __restrict__ x, const T* __restrict__ wt, T* y,
+                                      ConvShape s, Epilogue<T> e, int64_t total) {
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= total) return;
   const int64_t ox = i % s.ow, oy = i / s.ow % s.oh, plane = i / (s.ow * s.oh);  // plane = n * oc + o
   const int64_t o = plane % s.oc, b = plane / s.oc;
   const T* xp = x + (b * s.c + o / (s.oc / s.c)) * s.h * s.w;
   const T* wp = wt + o * s.kh * s.kw;
-  float acc = bias ? ld(bias[o]) : 0.f;
+  float acc = 0.f;
   for (int64_t ky = 0; ky < s.kh; ++ky) {
     const int64_t iy = oy * s.sh - s.ph + ky * s.dh;
     if (iy < 0 || iy >= s.h) continue;
@@ -385,7 +393,7 @@ __global__ void depthwise_conv_kernel(const T* __restrict__ x, const T* __restri
       if (ix >= 0 && ix < s.w) acc += ld(xp[iy * s.w + ix]) * ld(wp[ky * s.kw + kx]);
     }
   }
-  y[i] = st<T>(acc);
+  y[i] = st<T>(finish(acc, i, o, e));
 }
 
 // floor(v) (v >= 0) as an index below `size`.
@@ -426,11 +434,11 @@ __global__ void channel_affine_kernel(const T* __restrict__ x, const float* __re
   y[i] = st<T>(ld(x[i]) * scale[ch] + shift[ch]);
 }
 
+// x and y may be the same tensor: each element is read, then written, by one thread.
 template <typename T>
-__global__ void add_planes_kernel(const T* __restrict__ bias, T* __restrict__ y, int64_t channels, int64_t inner,
-                                  int64_t total) {
+__global__ void epilogue_kernel(const T* x, T* y, int64_t channels, int64_t inner, Epilogue<T> e, int64_t total) {
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i < total) y[i] = st<T>(ld(y[i]) + ld(bias[(i / inner) % channels]));
+  if (i < total) y[i] = st<T>(finish(ld(x[i]), i, (i / inner) % channels, e));
 }
 
 template <typename T>
@@ -614,10 +622,11 @@ cudaError_t launch_channel_affine(const T* x, const float* scale, const float* s
 }
 
 template <typename T>
-cudaError_t launch_add_planes(const T* bias, T* y, int64_t planes, int64_t channels, int64_t inner, cudaStream_t stream) {
+cudaError_t launch_epilogue(const T* x, T* y, int64_t planes, int64_t channels, int64_t inner, const Epilogue<T>& e,
+                            cudaStream_t stream) {
   const int64_t total = planes * inner;
   if (total == 0) return cudaSuccess;
-  add_planes_kernel<<<blocks_for(total), kThreads, 0, stream>>>(bias, y, channels, inner, total);
+  epilogue_kernel<<<blocks_for(total), kThreads, 0, stream>>>(x, y, channels, inner, e, total);
   return cudaGetLastError();
 }
 
@@ -648,11 +657,11 @@ cudaError_t launch_constant_pad(const T* in, T* out, int dim, const int64_t* in_
 }
 
 template <typename T>
-cudaError_t launch_depthwise_conv(const T* x, const T* weight, const T* bias, T* y, const ConvShape& s,
+cudaError_t launch_depthwise_conv(const T* x, const T* weight, T* y, const ConvShape& s, const Epilogue<T>& e,
                                   cudaStream_t stream) {
   const int64_t total = s.n * s.oc * s.oh * s.ow;
   if (total == 0) return cudaSuccess;
-  depthwise_conv_kernel<<<blocks_for(total), kThreads, 0, stream>>>(x, weight, bias, y, s, total);
+  depthwise_conv_kernel<<<blocks_for(total), kThreads, 0, stream>>>(x, weight, y, s, e, total);
   return cudaGetLastError();
 }
 
@@ -690,13 +699,14 @@ cudaError_t launch_row_reduce(const T* x, T* y, int64_t rows, int64_t cols, bool
                                         cudaStream_t);                                                                  \
   template cudaError_t launch_channel_affine<T>(const T*, const float*, const float*, T*, int64_t, int64_t, int64_t,   \
                                                 cudaStream_t);                                                          \
-  template cudaError_t launch_add_planes<T>(const T*, T*, int64_t, int64_t, int64_t, cudaStream_t);                     \
+  template cudaError_t launch_epilogue<T>(const T*, T*, int64_t, int64_t, int64_t, const Epilogue<T>&, cudaStream_t);    \
   template cudaError_t launch_pool2d<T>(const T*, T*, int64_t*, bool, int64_t, int64_t, int64_t, int64_t, int64_t,     \
                                         int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, bool,  \
                                         cudaStream_t);                                                                  \
   template cudaError_t launch_row_reduce<T>(const T*, T*, int64_t, int64_t, bool, cudaStream_t);                       \
   template cudaError_t launch_upsample2d<T>(const T*, T*, const Upsample&, cudaStream_t);                              \
-  template cudaError_t launch_depthwise_conv<T>(const T*, const T*, const T*, T*, const ConvShape&, cudaStream_t);    \
+  template cudaError_t launch_depthwise_conv<T>(const T*, const T*, T*, const ConvShape&, const Epilogue<T>&,         \
+                                                cudaStream_t);                                                       \
   template cudaError_t launch_constant_pad<T>(const T*, T*, int, const int64_t*, const int64_t*, const int64_t*, float, \
                                               cudaStream_t);
 

@@ -95,10 +95,20 @@ cudaError_t launch_channel_affine(const T* x, const float* scale, const float* s
 struct ConvShape {
   int64_t n, c, h, w, oc, kh, kw, sh, sw, ph, pw, dh, dw, oh, ow;
 };
-// Depthwise convolution (groups == c; oc a multiple of c), weight [oc, 1, kh, kw], optional bias,
-// computed directly: no im2col, no GEMM.
+// What a convolution does to each result before storing it: y = act(result + bias[channel] +
+// residual), where the instructions after it asked for a residual add and an activation.
 template <typename T>
-cudaError_t launch_depthwise_conv(const T* x, const T* weight, const T* bias, T* y, const ConvShape& s,
+struct Epilogue {
+  const T* bias = nullptr;      // one per output channel, or none
+  const T* residual = nullptr;  // of the output's shape, or none
+  bool activate = false;
+  Unary activation = Unary::Relu;
+  float p0 = 0.f, p1 = 0.f;  // the activation's parameters (see Unary)
+};
+// Depthwise convolution (groups == c; oc a multiple of c), weight [oc, 1, kh, kw], then the
+// epilogue, computed directly: no im2col, no GEMM.
+template <typename T>
+cudaError_t launch_depthwise_conv(const T* x, const T* weight, T* y, const ConvShape& s, const Epilogue<T>& e,
                                   cudaStream_t stream);
 // Resampling of `planes` planes of h x w into oh x ow: bilinear (PyTorch's source coordinates, with or
 // without align_corners) or nearest; scale_h/scale_w are source steps per output step.
@@ -109,9 +119,11 @@ struct Upsample {
 };
 template <typename T>
 cudaError_t launch_upsample2d(const T* x, T* y, const Upsample& s, cudaStream_t stream);
-// y[p, i] += bias[p % channels] for planes p (convolution bias).
+// y = the epilogue of x (a GEMM's convolution result), planes p of `inner` elements, channel
+// p % channels; y may be x.
 template <typename T>
-cudaError_t launch_add_planes(const T* bias, T* y, int64_t planes, int64_t channels, int64_t inner, cudaStream_t stream);
+cudaError_t launch_epilogue(const T* x, T* y, int64_t planes, int64_t channels, int64_t inner, const Epilogue<T>& e,
+                            cudaStream_t stream);
 // Max (with flat indices) or average pooling over planes of h x w into oh x ow.
 template <typename T>
 cudaError_t launch_pool2d(const T* x, T* y, int64_t* indices, bool max, int64_t planes, int64_t h, int64_t w,

@@ -9,6 +9,7 @@
 #include <memory>
 #include <new>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include <cuda_runtime_api.h>
@@ -68,6 +69,13 @@ struct Op {
   // conv: im2col buffer; batch norm: scale and shift; int8 linear: quantized rows, their scales
   std::vector<DeviceBuffer> scratch;
   int64_t conv_chunk = 0;             // conv: images per batched GEMM
+  bool conv_direct = false;           // conv: 1x1, stride 1, no padding: the GEMM reads the input itself
+  // conv: the instructions after it that it computes as its epilogue (fuse_epilogues): a residual
+  // added, then an activation, written to `result` (its own output when nothing is fused).
+  EValue* residual = nullptr;
+  const Op* activation = nullptr;
+  EValue* result = nullptr;
+  bool fused = false;  // computed by the convolution before it
 };
 
 // A shim view of a device tensor of the sub-program (its memory never moves after init).
@@ -197,7 +205,8 @@ bool is_depthwise(const OpPlan& plan) { return plan.ints[13] > 1 && plan.ints[1]
 
 // Convolution as im2col + one batched GEMM per (chunk of images, group) through the shim library
 // (plan_op checked the arguments): out[b, g] = weight[g] @ col[b] for each image b of the chunk,
-// the weight's batch stride 0. shim: for each chunk, for each group: weight, col, out.
+// the weight's batch stride 0; a 1x1 convolution multiplies the input itself. shim: for each
+// chunk, for each group: weight, col, out.
 Error prepare_conv(Op& op) {
   if (is_depthwise(op.plan)) return Error::Ok;
   const auto& a = op.args;
@@ -206,10 +215,15 @@ Error prepare_conv(Op& op) {
                 hw = v[14] * v[15];
   const size_t es = a[0]->to_tensor().element_size();
   const size_t image_bytes = static_cast<size_t>(k * hw) * es;
-  op.conv_chunk = std::max<int64_t>(1, std::min<int64_t>(images, static_cast<int64_t>(kConvScratchBytes / (image_bytes + 1))));
-  op.scratch.emplace_back();
-  ET_TRY(ecuda::to_error(cudaMalloc(&op.scratch.back().ptr, image_bytes * static_cast<size_t>(op.conv_chunk) + 4),
-                         "CudaBackend: convolution scratch"));
+  // A 1x1 kernel at stride 1 without padding: the input planes are the im2col matrix already.
+  op.conv_direct = v[5] == 1 && v[6] == 1 && v[7] == 1 && v[8] == 1 && v[9] == 0 && v[10] == 0;
+  op.conv_chunk = op.conv_direct ? images
+                                 : std::max<int64_t>(1, std::min<int64_t>(images, static_cast<int64_t>(kConvScratchBytes / (image_bytes + 1))));
+  if (!op.conv_direct) {
+    op.scratch.emplace_back();
+    ET_TRY(ecuda::to_error(cudaMalloc(&op.scratch.back().ptr, image_bytes * static_cast<size_t>(op.conv_chunk) + 4),
+                           "CudaBackend: convolution scratch"));
+  }
   auto view = [&](void* data, int64_t batch, int64_t rows, int64_t cols, int64_t batch_stride) -> Error {
     const int64_t sizes[3] = {batch, rows, cols}, strides[3] = {batch_stride, cols, 1};
     op.shim.emplace_back();
@@ -224,7 +238,11 @@ Error prepare_conv(Op& op) {
     const int64_t count = std::min(op.conv_chunk, images - b);
     for (int64_t g = 0; g < groups; ++g) {
       ET_TRY(view(bytes(a[1]) + g * ocg * k * es, count, ocg, k, 0));
-      ET_TRY(view(op.scratch.back().ptr, count, k, hw, k * hw));
+      if (op.conv_direct) {
+        ET_TRY(view(bytes(a[0]) + (b * v[1] + g * cg) * hw * es, count, k, hw, v[1] * hw));
+      } else {
+        ET_TRY(view(op.scratch.back().ptr, count, k, hw, k * hw));
+      }
       ET_TRY(view(bytes(a[9]) + (b * v[4] + g * ocg) * hw * es, count, ocg, hw, v[4] * hw));
     }
   }
@@ -340,27 +358,38 @@ Error run_typed(const Op& op, void* index_error, cudaStream_t stream) {
     case OpKind::Conv: {
       const int64_t* v = op.plan.ints;
       const int64_t groups = v[13], cg = v[1] / groups, hw = v[14] * v[15];
+      Epilogue<T> epilogue;
+      epilogue.bias = a[2]->is_tensor() ? ptr<T>(a[2]) : nullptr;
+      epilogue.residual = op.residual ? ptr<T>(op.residual) : nullptr;
+      if (op.activation) {
+        epilogue.activate = true;
+        epilogue.activation = op.activation->plan.unary;
+        epilogue.p0 = op.activation->plan.scalars[0], epilogue.p1 = op.activation->plan.scalars[1];
+      }
       if (is_depthwise(op.plan)) {
         const ConvShape shape{v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8], v[9], v[10], v[11], v[12], v[14], v[15]};
-        status = launch_depthwise_conv(ptr<T>(a[0]), ptr<T>(a[1]), a[2]->is_tensor() ? ptr<T>(a[2]) : nullptr, ptr<T>(a[9]),
-                                       shape, stream);
+        status = launch_depthwise_conv(ptr<T>(a[0]), ptr<T>(a[1]), ptr<T>(op.result), shape, epilogue, stream);
         break;
       }
       size_t view = 0;
       for (int64_t b = 0; b < v[0]; b += op.conv_chunk) {
         const int64_t count = std::min(op.conv_chunk, v[0] - b);
         for (int64_t g = 0; g < groups; ++g, view += 3) {
-          status = launch_im2col(ptr<T>(a[0]) + (b * v[1] + g * cg) * v[2] * v[3], static_cast<T*>(op.scratch[0].ptr),
-                                 count, v[1] * v[2] * v[3], cg, v[2], v[3], v[5], v[6], v[7], v[8], v[9], v[10], v[11],
-                                 v[12], v[14], v[15], stream);
-          if (status != cudaSuccess) return ecuda::to_error(status, name);
+          if (!op.conv_direct) {
+            status = launch_im2col(ptr<T>(a[0]) + (b * v[1] + g * cg) * v[2] * v[3], static_cast<T*>(op.scratch[0].ptr),
+                                   count, v[1] * v[2] * v[3], cg, v[2], v[3], v[5], v[6], v[7], v[8], v[9], v[10], v[11],
+                                   v[12], v[14], v[15], stream);
+            if (status != cudaSuccess) return ecuda::to_error(status, name);
+          }
           if (aoti_torch_cuda_bmm_out(op.shim[view + 2].handle, op.shim[view].handle, op.shim[view + 1].handle) !=
               AOTI_TORCH_SUCCESS) {
             return ET_ERROR(Error::Internal, "%s convolution: %s", kCudaBackendName, runtime::last_error_message());
           }
         }
       }
-      if (a[2]->is_tensor()) status = launch_add_planes(ptr<T>(a[2]), ptr<T>(a[9]), v[0] * v[4], v[4], hw, stream);
+      if (epilogue.bias || epilogue.residual || epilogue.activate || op.result != a[9]) {
+        status = launch_epilogue(ptr<T>(a[9]), ptr<T>(op.result), v[0] * v[4], v[4], hw, epilogue, stream);
+      }
       break;
     }
     case OpKind::BatchNorm: {
@@ -589,7 +618,9 @@ Error run_ops(Delegate& d, cudaStream_t stream) {
   ET_TRY(ecuda::to_error(cudaStreamIsCapturing(stream, &capturing), "CudaBackend: stream state"));
   const bool capturable = graphs_enabled() && stream != nullptr && capturing == cudaStreamCaptureStatusNone;
   if (!capturable || d.runs++ == 0) {
-    for (const Op& op : d.ops) ET_TRY(run(op, d.index_error.ptr, stream));
+    for (const Op& op : d.ops) {
+      if (!op.fused) ET_TRY(run(op, d.index_error.ptr, stream));
+    }
     return Error::Ok;
   }
   if (d.graph.exec == nullptr) {
@@ -597,7 +628,7 @@ Error run_ops(Delegate& d, cudaStream_t stream) {
     ET_TRY(ecuda::to_error(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), "CudaBackend: graph capture"));
     Error failed = Error::Ok;
     for (const Op& op : d.ops) {
-      if ((failed = run(op, d.index_error.ptr, stream)) != Error::Ok) break;
+      if (!op.fused && (failed = run(op, d.index_error.ptr, stream)) != Error::Ok) break;
     }
     const cudaError_t ended = cudaStreamEndCapture(stream, &d.graph.graph);
     if (failed != Error::Ok || ended != cudaSuccess) {
@@ -613,6 +644,83 @@ Error run_ops(Delegate& d, cudaStream_t stream) {
     }
   }
   return ecuda::to_error(cudaGraphLaunch(d.graph.exec, stream), "CudaBackend: graph launch");
+}
+
+// The bytes of tensor `v` overlap those of `w` other than exactly (same first byte): an
+// elementwise pass reading one and writing the other would race.
+bool overlaps_shifted(const EValue* v, const EValue* w) {
+  const Tensor& a = v->to_tensor();
+  const Tensor& b = w->to_tensor();
+  const auto* pa = static_cast<const uint8_t*>(a.const_data_ptr());
+  const auto* pb = static_cast<const uint8_t*>(b.const_data_ptr());
+  return pa != pb && pa < pb + b.nbytes() && pb < pa + a.nbytes();
+}
+
+bool overlaps(const EValue* v, const EValue* w) {
+  const Tensor& a = v->to_tensor();
+  const Tensor& b = w->to_tensor();
+  const auto* pa = static_cast<const uint8_t*>(a.const_data_ptr());
+  const auto* pb = static_cast<const uint8_t*>(b.const_data_ptr());
+  return pa < pb + b.nbytes() && pb < pa + a.nbytes();
+}
+
+// Folds what finishes a convolution's result into its epilogue: an add of a tensor of the same
+// shape (a residual), then an activation, each computed by the next instruction from the value
+// before it and read by nothing else. ResNet's conv -> add -> relu becomes one GEMM and one
+// elementwise pass instead of three. Planned memory is reused, so the chain's last output may lie
+// on bytes the epilogue reads: such a chain stops before that instruction.
+void fuse_epilogues(std::vector<Op>& ops, runtime::Method& m) {
+  std::unordered_map<const EValue*, int> uses;  // appearances in instruction arguments
+  for (const Op& op : ops) {
+    for (const EValue* v : op.args) {
+      ++uses[v];
+      if (v->is_tensor_list()) {
+        for (const EValue* t : v->to_tensor_list()) ++uses[t];
+      }
+    }
+  }
+  for (size_t i = 0; i < m.num_outputs(); ++i) uses[&m.get_output(i)] += 2;  // read after execute
+  auto same_shape = [](const EValue* v, const EValue* w) {
+    const Tensor& a = v->to_tensor();
+    const Tensor& b = w->to_tensor();
+    if (a.scalar_type() != b.scalar_type() || a.dim() != b.dim()) return false;
+    for (int d = 0; d < a.dim(); ++d) {
+      if (a.size(d) != b.size(d)) return false;
+    }
+    return true;
+  };
+  for (size_t i = 0; i < ops.size(); ++i) {
+    Op& conv = ops[i];
+    if (conv.plan.kind != OpKind::Conv) continue;
+    conv.result = conv.args[9];
+    const bool direct = is_depthwise(conv.plan);  // writes `result` while reading its input
+    size_t j = i + 1;
+    // Intermediates appear twice: written by one instruction, read by the next.
+    auto private_value = [&](const EValue* v) { return uses[v] == 2; };
+    if (j < ops.size() && ops[j].plan.kind == OpKind::Binary && ops[j].plan.binary == Binary::Add &&
+        ops[j].args.size() == 4 && ops[j].args[1]->is_tensor() && ops[j].args[2]->scalar_as_double() == 1.0 &&
+        private_value(conv.result)) {
+      const auto& add = ops[j].args;
+      EValue* other = add[0] == conv.result ? add[1] : add[1] == conv.result ? add[0] : nullptr;
+      EValue* out = add[3];
+      if (other != nullptr && other != conv.result && same_shape(other, out) && same_shape(conv.result, out) &&
+          !overlaps_shifted(out, other) && !overlaps_shifted(out, conv.result) && !(direct && overlaps(out, conv.args[0]))) {
+        conv.residual = other;
+        conv.result = out;
+        ops[j++].fused = true;
+      }
+    }
+    if (j < ops.size() && ops[j].plan.kind == OpKind::Unary && ops[j].args[0] == conv.result &&
+        private_value(conv.result)) {
+      EValue* out = ops[j].args[ops[j].args.size() - 1];
+      if (same_shape(conv.result, out) && !overlaps_shifted(out, conv.args[9]) &&
+          !(conv.residual && overlaps_shifted(out, conv.residual)) && !(direct && overlaps(out, conv.args[0]))) {
+        conv.activation = &ops[j];
+        conv.result = out;
+        ops[j].fused = true;
+      }
+    }
+  }
 }
 
 class CudaBackend final : public runtime::BackendInterface {
@@ -690,6 +798,7 @@ class CudaBackend final : public runtime::BackendInterface {
       }
       d->ops.push_back(std::move(op));
     }
+    fuse_epilogues(d->ops, m);
     ET_TRY(ecuda::to_error(cudaStreamCreateWithFlags(&d->own_stream, cudaStreamNonBlocking), "CudaBackend: stream"));
     if (d->checks_indices) {
       ET_TRY(ecuda::to_error(cudaMalloc(&d->index_error.ptr, sizeof(int)), "CudaBackend: index check"));

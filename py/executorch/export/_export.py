@@ -85,6 +85,7 @@ class _Lowering:
         self.widen = widen
         self.missing: dict[str, list[str]] = {}  # operator -> nodes, for one error naming them all
         self.widened_constants: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
+        self.derived: list[torch.Tensor] = []  # constants made at export (folded weights): kept so each id stays its own
         self.constants: list[bytes] = []  # one segment: constant tensors, 16-byte aligned
         self.constant_bytes = 0
         self.constant_values: dict[int, int] = {}  # id(tensor) -> value index
@@ -299,6 +300,50 @@ def _materialize(value: Any, env: dict) -> Any:
     return value
 
 
+_BATCH_NORM = torch.ops.aten._native_batch_norm_legit_no_training.default
+
+
+def _foldable_batch_norms(ep: torch.export.ExportedProgram, constant: set[str]) -> dict[torch.fx.Node, torch.fx.Node]:
+    """convolution -> the inference batch norm that alone reads it, where both take only constant
+    parameters (graph inputs in `constant`) and only the norm's first output is used: the norm is
+    folded into the convolution's weight and bias, one kernel instead of two."""
+    def is_constant(a: Any) -> bool:
+        return a is None or (isinstance(a, torch.fx.Node) and a.op == "placeholder" and a.name in constant)
+
+    folds = {}
+    for bn in ep.graph.nodes:
+        if bn.target is not _BATCH_NORM or not isinstance(bn.args[0], torch.fx.Node):
+            continue
+        conv = bn.args[0]
+        if conv.target is not torch.ops.aten.convolution.default or len(conv.users) != 1:
+            continue
+        conv_args = _schema_args(conv)
+        if conv_args[6] or not all(is_constant(a) for a in conv_args[1:3]) or not all(is_constant(a) for a in _schema_args(bn)[1:5]):
+            continue  # transposed, or weights computed by the graph
+        if all(u.target is operator.getitem and u.args[1] == 0 for u in bn.users):
+            folds[conv] = bn
+    return folds
+
+
+def _fold_batch_norm(conv_args: list[Any], bn: torch.fx.Node, env: dict) -> list[Any]:
+    """The convolution's arguments with the batch norm `bn` folded into its weight and bias
+    (computed in float32, stored in the weight's dtype)."""
+    def value(a: Any) -> torch.Tensor | None:
+        return None if a is None else env[a].tensor
+
+    weight, bias = value(conv_args[1]), value(conv_args[2])
+    bn_args = _schema_args(bn)
+    gamma, beta, mean, var = (value(a) for a in bn_args[1:5])
+    eps = float(bn_args[6])
+    channels = weight.shape[0]
+    scale = (gamma.float() if gamma is not None else torch.ones(channels)) / torch.sqrt(var.float() + eps)
+    shift = (beta.float() if beta is not None else torch.zeros(channels)) - mean.float() * scale
+    if bias is not None:
+        shift = shift + bias.float() * scale
+    folded_weight = (weight.float() * scale.reshape([-1] + [1] * (weight.dim() - 1))).to(weight.dtype)
+    return [conv_args[0], folded_weight, shift.to(weight.dtype), *conv_args[3:]]
+
+
 def _lower(ep: torch.export.ExportedProgram, name: str, supported: set[str],
            widen: torch.dtype | None = None) -> tuple[Plan, bytes]:
     low = _Lowering(name, widen)
@@ -307,6 +352,8 @@ def _lower(ep: torch.export.ExportedProgram, name: str, supported: set[str],
     lifted = sig.inputs_to_lifted_tensor_constants
     user_inputs = list(sig.user_inputs)
     env: dict[torch.fx.Node, Any] = {}
+    folds = _foldable_batch_norms(ep, set(params) | set(lifted))
+    folded = set(folds.values())
     for node in ep.graph.nodes:
         where = f"node {node.name}"
         if node.op == "placeholder":
@@ -339,6 +386,9 @@ def _lower(ep: torch.export.ExportedProgram, name: str, supported: set[str],
             if node.target in _IDENTITY_OPS:
                 env[node] = env[node.args[0]]
                 continue
+            if node in folded and not isinstance(env[node.args[0]], _Const):  # computed by the convolution it reads
+                env[node] = (env[node.args[0]],)
+                continue
             if node.target in _SHAPE_ONLY_OPS:
                 meta = node.meta["val"]
                 fill = {torch.ops.aten.full_like.default: node.args[1] if len(node.args) > 1 else 0,
@@ -360,6 +410,9 @@ def _lower(ep: torch.export.ExportedProgram, name: str, supported: set[str],
             widen = low.widen if low.widen is not None and node.target not in _DTYPE_AGNOSTIC else None
             step = len(low.plan.instructions)
             schema_args = _schema_args(node)
+            if node in folds:
+                schema_args = _fold_batch_norm(schema_args, folds[node], env)
+                low.derived += schema_args[1:3]
             if widen is not None:
                 schema_args = [low.widened(a, env) for a in schema_args]
             args = [low.argument(a, env, step, where) for a in schema_args]

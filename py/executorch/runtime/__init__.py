@@ -68,12 +68,30 @@ class Method:
         return [(kind, list(v) if isinstance(v, list) else v) for kind, v in self._method.input_meta()]
 
     def execute(self, inputs: Sequence[Any]) -> list[Any]:
+        """Runs the method. Torch tensors in give torch tensors out; numpy arrays, numpy arrays.
+
+        Torch CUDA tensors are handed to the delegates in place where only delegates read them,
+        and the outputs are then torch tensors on that device, filled in place where only
+        delegates write them. Delegates run on torch's current stream there, so the call neither
+        waits for the work before it nor makes the caller wait (as a torch operator would).
+        """
         as_torch = any(_is_torch_tensor(x) for x in inputs)
-        arrays, bf16 = [], []
+        arrays: list[Any] = []
+        bf16: list[int] = []
+        keep: list[Any] = []  # device inputs stay alive until execute returns
         meta: list[tuple[str, Any]] | None = None
+        device = next((x.device for x in inputs if _is_torch_tensor(x) and x.is_cuda), None)
+        on_device = self._method.inputs_on_device() if device is not None else []
         for i, x in enumerate(inputs):
             if _is_torch_tensor(x):
-                x = x.detach().cpu()
+                x = x.detach()
+                if x.is_cuda and on_device[i] and x.device == device:
+                    x = x.contiguous()
+                    keep.append(x)
+                    arrays.append(("device", x.data_ptr(), str(x.dtype).removeprefix("torch."), list(x.shape),
+                                   x.device.index))
+                    continue
+                x = x.cpu()
                 if str(x.dtype) == "torch.bfloat16":  # numpy has no bfloat16: hand over its bits
                     x = x.view(_torch().int16)
                     bf16.append(i)
@@ -84,14 +102,30 @@ class Method:
                     x = x.view(np.int16)
                     bf16.append(i)
             arrays.append(x)
-        outputs = self._method.execute(arrays, bf16)
+        if device is None:
+            outputs = self._method.execute(arrays, bf16)
+        else:
+            outputs = self._execute_on(device, arrays, bf16)
         if as_torch:
             torch = _torch()
-            return [torch.from_numpy(o[1]).view(torch.bfloat16) if isinstance(o, tuple)
-                    else torch.from_numpy(o) if isinstance(o, np.ndarray) else o for o in outputs]
+            outputs = [torch.from_numpy(o[1]).view(torch.bfloat16) if isinstance(o, tuple)
+                       else torch.from_numpy(o) if isinstance(o, np.ndarray) else o for o in outputs]
+            return [o.to(device) if device is not None and isinstance(o, torch.Tensor) else o for o in outputs]
         # bfloat16 outputs widen to float32, exactly.
         return [(o[1].view(np.uint16).astype(np.uint32) << 16).view(np.float32) if isinstance(o, tuple) else o
                 for o in outputs]
+
+    def _execute_on(self, device: Any, arrays: list[Any], bf16: list[int]) -> list[Any]:
+        """execute() with torch CUDA tensors: device outputs allocated by torch, torch's stream."""
+        torch = _torch()
+        buffers: dict[int, Any] = {}
+        for i, m in enumerate(self._method.output_meta()):
+            if m is not None and m[2]:
+                buffers[i] = torch.empty(m[1], dtype=getattr(torch, m[0]), device=device)
+        stream = torch.cuda.current_stream(device).cuda_stream
+        outputs = self._method.execute(arrays, bf16, {i: (t.data_ptr(), device.index) for i, t in buffers.items()},
+                                       stream)
+        return [buffers.get(i, o) for i, o in enumerate(outputs)]
 
     __call__ = execute
 
