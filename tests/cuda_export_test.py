@@ -268,3 +268,36 @@ def test_conv_blocks_are_one_delegate_call(dtype) -> None:
     spec = deserialize(export(ConvBlocks().eval(), (torch.randn(2, 4, 8, 8),), backend="cuda", dtype=dtype))
     assert spec.metadata["cuda_delegate_calls"] == "1"
     assert not [i for i in spec.plans[0].instructions if hasattr(i, "op_index")], "a CPU kernel is left"
+
+
+def test_views_in_a_payload_share_their_input_memory() -> None:
+    """A view's output is planned on its input's bytes (the backend then skips the copy); the
+    payload still computes the model."""
+    from executorch.serialization.pte import deserialize
+
+    class M(torch.nn.Module):
+        def forward(self, x):
+            y = torch.relu(x).flatten(1).unsqueeze(0).clone()
+            r = torch.tanh(x)
+            # r[1] and r[1:] are contiguous parts of r; r[:, 1] is not
+            return torch.sigmoid(y).squeeze(0) + y.sum(), r[1] * r[1:].sum() + r[:, 1].sum()
+
+    model, example = M().eval(), (torch.randn(2, 3, 4),)
+    plan, constants = lower(model, example)
+    payload, _, _ = _partition._subprogram(plan, constants, 0, len(plan.instructions))
+    sub = deserialize(payload).plans[0]
+    by_op: dict[str, list] = {}
+    for ins in sub.instructions:
+        by_op.setdefault(sub.operators[ins.op_index][0], []).append(ins)
+    views = by_op["aten::view"] + by_op["aten::unsqueeze"] + by_op["aten::clone"]
+    assert len(views) == 3
+    for ins in views:
+        src, dst = sub.values[ins.args[0]].payload, sub.values[ins.args[-1]].payload
+        assert src.mem_offset == dst.mem_offset, (src, dst)
+    # [2, 3, 4] float32: r[1] and r[1:] start 48 bytes in; r[:, 1] is a copy of its own.
+    offsets = sorted(sub.values[i.args[-1]].payload.mem_offset - sub.values[i.args[0]].payload.mem_offset
+                     for i in by_op["aten::select"] + by_op["aten::slice"])
+    assert len(offsets) == 3 and offsets.count(48) == 2, offsets
+    got = Runtime.get().load_program(payload).load_method().execute([example[0].numpy()])
+    for g, w in zip(got, model(*example)):
+        np.testing.assert_allclose(g, w.numpy(), rtol=1e-5, atol=1e-5)

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <algorithm>
 #include <initializer_list>
+#include <map>
 #include <memory>
 #include <new>
 #include <string>
@@ -75,7 +76,9 @@ struct Op {
   EValue* residual = nullptr;
   const Op* activation = nullptr;
   EValue* result = nullptr;
-  bool fused = false;  // computed by the convolution before it
+  // Nothing to run: the convolution before it computes it (its epilogue), or a copy onto itself
+  // (the exporter planned a view's output on its input's bytes).
+  bool skipped = false;
 };
 
 // A shim view of a device tensor of the sub-program (its memory never moves after init).
@@ -123,7 +126,16 @@ struct Delegate {
   DeviceBuffer index_error;
   int* index_error_host = nullptr;  // pinned
   bool checks_indices = false;
+  // EXECUTORCH_PROFILE: device time per operator (ms, calls), printed when the delegate goes.
+  std::map<std::string, std::pair<double, long>> profile;
   ~Delegate() {
+    if (!profile.empty()) {
+      std::vector<std::pair<double, std::string>> rows;
+      for (auto& [op, e] : profile) rows.emplace_back(e.first, op + " x" + std::to_string(e.second));
+      std::sort(rows.rbegin(), rows.rend());
+      std::fprintf(stderr, "%s profile (device time, no CUDA graph):\n", kCudaBackendName);
+      for (auto& [ms, op] : rows) std::fprintf(stderr, "  %10.3f ms  %s\n", ms, op.c_str());
+    }
     graph.reset();
     method.reset();
     if (own_stream) cudaStreamDestroy(own_stream);
@@ -613,13 +625,41 @@ bool graphs_enabled() {
 // Runs the delegate's ops on `stream`: eagerly on the first call (and on streams that cannot be
 // captured: the legacy default stream, or one the caller is already capturing, into which the
 // kernels then go), from the graph afterwards.
+// Each op between two events, in the profile under its name and what its epilogue computes.
+Error run_profiled(Delegate& d, cudaStream_t stream) {
+  std::vector<cudaEvent_t> events(d.ops.size() + 1);
+  for (cudaEvent_t& e : events) ET_TRY(ecuda::to_error(cudaEventCreate(&e), "CudaBackend: profile"));
+  Error failed = ecuda::to_error(cudaEventRecord(events[0], stream), "CudaBackend: profile");
+  for (size_t k = 0; k < d.ops.size() && failed == Error::Ok; ++k) {
+    if (!d.ops[k].skipped) failed = run(d.ops[k], d.index_error.ptr, stream);
+    if (failed == Error::Ok) failed = ecuda::to_error(cudaEventRecord(events[k + 1], stream), "CudaBackend: profile");
+  }
+  if (failed == Error::Ok) failed = ecuda::to_error(cudaStreamSynchronize(stream), "CudaBackend: profile");
+  for (size_t k = 0; k < d.ops.size() && failed == Error::Ok; ++k) {
+    const Op& op = d.ops[k];
+    if (op.skipped) continue;
+    float ms = 0.f;
+    cudaEventElapsedTime(&ms, events[k], events[k + 1]);
+    std::string label = op.name;
+    if (op.residual) label += "+add";
+    if (op.activation) label += "+" + op.activation->name;
+    auto& row = d.profile[label];
+    row.first += ms;
+    row.second += 1;
+  }
+  for (cudaEvent_t e : events) cudaEventDestroy(e);
+  return failed;
+}
+
 Error run_ops(Delegate& d, cudaStream_t stream) {
+  static const bool profile = std::getenv("EXECUTORCH_PROFILE") != nullptr;
+  if (profile) return run_profiled(d, stream);
   cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
   ET_TRY(ecuda::to_error(cudaStreamIsCapturing(stream, &capturing), "CudaBackend: stream state"));
   const bool capturable = graphs_enabled() && stream != nullptr && capturing == cudaStreamCaptureStatusNone;
   if (!capturable || d.runs++ == 0) {
     for (const Op& op : d.ops) {
-      if (!op.fused) ET_TRY(run(op, d.index_error.ptr, stream));
+      if (!op.skipped) ET_TRY(run(op, d.index_error.ptr, stream));
     }
     return Error::Ok;
   }
@@ -628,7 +668,7 @@ Error run_ops(Delegate& d, cudaStream_t stream) {
     ET_TRY(ecuda::to_error(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), "CudaBackend: graph capture"));
     Error failed = Error::Ok;
     for (const Op& op : d.ops) {
-      if (!op.fused && (failed = run(op, d.index_error.ptr, stream)) != Error::Ok) break;
+      if (!op.skipped && (failed = run(op, d.index_error.ptr, stream)) != Error::Ok) break;
     }
     const cudaError_t ended = cudaStreamEndCapture(stream, &d.graph.graph);
     if (failed != Error::Ok || ended != cudaSuccess) {
@@ -644,6 +684,23 @@ Error run_ops(Delegate& d, cudaStream_t stream) {
     }
   }
   return ecuda::to_error(cudaGraphLaunch(d.graph.exec, stream), "CudaBackend: graph launch");
+}
+
+// A copy, select or unit-step slice whose output the exporter planned on exactly the bytes it would
+// copy (a view of its input): nothing to do.
+bool lies_in_place(const Op& op) {
+  const OpKind kind = op.plan.kind;
+  if (kind != OpKind::Copy && kind != OpKind::Slice && kind != OpKind::Select) return false;
+  const Tensor& in = op.args[0]->to_tensor();
+  const Tensor& out = op.args[op.args.size() - 1]->to_tensor();
+  const auto* src = static_cast<const uint8_t*>(in.const_data_ptr());
+  if (kind == OpKind::Copy) return src == out.const_data_ptr();
+  const int64_t dim = op.plan.ints[0];
+  if (kind == OpKind::Slice && op.plan.ints[2] != 1) return false;
+  for (int64_t d = 0; d < dim; ++d) {
+    if (in.size(static_cast<int>(d)) != 1) return false;
+  }
+  return src + op.plan.ints[1] * in.strides()[dim] * static_cast<int64_t>(in.element_size()) == out.const_data_ptr();
 }
 
 // The bytes of tensor `v` overlap those of `w` other than exactly (same first byte): an
@@ -707,7 +764,7 @@ void fuse_epilogues(std::vector<Op>& ops, runtime::Method& m) {
           !overlaps_shifted(out, other) && !overlaps_shifted(out, conv.result) && !(direct && overlaps(out, conv.args[0]))) {
         conv.residual = other;
         conv.result = out;
-        ops[j++].fused = true;
+        ops[j++].skipped = true;
       }
     }
     if (j < ops.size() && ops[j].plan.kind == OpKind::Unary && ops[j].args[0] == conv.result &&
@@ -717,7 +774,7 @@ void fuse_epilogues(std::vector<Op>& ops, runtime::Method& m) {
           !(conv.residual && overlaps_shifted(out, conv.residual)) && !(direct && overlaps(out, conv.args[0]))) {
         conv.activation = &ops[j];
         conv.result = out;
-        ops[j].fused = true;
+        ops[j].skipped = true;
       }
     }
   }
@@ -796,6 +853,7 @@ class CudaBackend final : public runtime::BackendInterface {
           ET_TRY(shim_view(op.args[t], &op.shim.back()));
         }
       }
+      op.skipped = lies_in_place(op);
       d->ops.push_back(std::move(op));
     }
     fuse_epilogues(d->ops, m);

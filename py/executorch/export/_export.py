@@ -222,8 +222,15 @@ class _Lowering:
 
 
 # Operators with a kernel of their own (CPU and CUDA) that torch's decompositions would otherwise
-# lower to matrix products and softmax.
-_KEPT_WHOLE = (torch.ops.aten.scaled_dot_product_attention.default,)
+# lower to matrix products and softmax, or to several elementwise operators.
+_KEPT_WHOLE = (
+    torch.ops.aten.scaled_dot_product_attention.default,
+    # One kernel (or a convolution's epilogue) instead of sigmoid and mul, and in half precision
+    # two conversions to float32 and back around them.
+    torch.ops.aten.silu.default,
+    torch.ops.aten.hardswish.default,
+    torch.ops.aten.hardsigmoid.default,
+)
 
 
 def _clamp_tensor(x: torch.Tensor, min: torch.Tensor | None = None, max: torch.Tensor | None = None) -> torch.Tensor:

@@ -127,13 +127,85 @@ def _subprogram(p: Plan, constants: bytes, lo: int, hi: int) -> tuple[bytes, lis
     sub.outputs = [index[o] for o in outputs]
     for i in sub.inputs + sub.outputs:
         lifetimes[i].first_use, lifetimes[i].last_use = -1, len(body)
-    size = plan(list(lifetimes.values()))
-    for i, a in lifetimes.items():
-        sub.values[i].payload.mem_offset = a.offset
+    roots = _roots(sub, lifetimes)
+    groups = _shared_allocations(roots, lifetimes)
+    size = plan(list(groups.values()))
+    for i, (root, offset) in roots.items():
+        sub.values[i].payload.mem_offset = groups[root].offset + offset
     sub.buffer_sizes = [size]
     payload = serialize(ProgramSpec(plans=[sub], segments=[bytes(blob)], metadata={"producer": "executorch.export",
                                                                                     "backend": BACKEND_ID}))
     return payload, inputs, outputs
+
+
+# Operators whose output holds exactly its input's bytes: in a payload the output is planned on the
+# input's memory, and the backend's copy becomes a no-op (a functional graph never writes a tensor
+# after computing it, so the two may share bytes).
+_VIEWS = {"aten::view", "aten::_unsafe_view", "aten::clone", "aten::unsqueeze", "aten::squeeze", "aten::alias"}
+
+
+def _int_arg(sub: Plan, index: int, default: int | None = None) -> int | None:
+    v = sub.values[index]
+    return v.payload if v.kind == "int" else default
+
+
+def _contiguous_part(sub: Plan, ins: KernelCall) -> int | None:
+    """Byte offset of a select or unit-step slice whose result is one contiguous run of its input
+    (every dimension before the selected one has size 1) starting 16-byte aligned; None otherwise."""
+    name, overload = sub.operators[ins.op_index]
+    a = sub.values[ins.args[0]].payload
+    if (name, overload) not in (("aten::select", "int"), ("aten::slice", "Tensor")) or len(ins.args) < 4:
+        return None
+    dim = _int_arg(sub, ins.args[1])
+    if dim is None or not a.sizes:
+        return None
+    dim %= len(a.sizes)
+    if any(s != 1 for s in a.sizes[:dim]):
+        return None
+    size = a.sizes[dim]
+    if name == "aten::select":
+        first = _int_arg(sub, ins.args[2])
+    else:
+        if len(ins.args) < 6 or _int_arg(sub, ins.args[4], 1) != 1:
+            return None
+        first = _int_arg(sub, ins.args[2], 0)
+    if first is None:
+        return None
+    first = min(max(first + size if first < 0 else first, 0), size)
+    offset = first * nbytes(a.dtype, a.sizes[dim + 1:])
+    return offset if offset % 16 == 0 else None  # tensors start 16-byte aligned, as planned
+
+
+def _roots(sub: Plan, lifetimes: dict[int, Allocation]) -> dict[int, tuple[int, int]]:
+    """For each planned value of `sub`, the value whose memory it uses and the byte offset there:
+    the input of a chain of views and contiguous selects or slices."""
+    root = {i: (i, 0) for i in lifetimes}
+    for ins in sub.instructions:
+        src, dst = ins.args[0], ins.args[-1]
+        if src not in root or dst not in root or ins.num_outputs != 1:
+            continue
+        a, b = sub.values[src].payload, sub.values[dst].payload
+        if a.dtype != b.dtype:
+            continue
+        if sub.operators[ins.op_index][0] in _VIEWS and nbytes(a.dtype, a.sizes) == nbytes(b.dtype, b.sizes):
+            offset: int | None = 0
+        else:
+            offset = _contiguous_part(sub, ins)
+        if offset is not None:
+            r, base = root[src]  # src was defined earlier, so its root is final
+            root[dst] = (r, base + offset)
+    return root
+
+
+def _shared_allocations(roots: dict[int, tuple[int, int]], lifetimes: dict[int, Allocation]) -> dict[int, Allocation]:
+    """One allocation per group of values sharing memory (_roots), living as long as its members."""
+    groups: dict[int, Allocation] = {}
+    for i, (r, offset) in roots.items():
+        a = lifetimes[i]
+        g = groups.setdefault(r, Allocation(size=a.size, first_use=a.first_use, last_use=a.last_use))
+        g.size = max(g.size, offset + a.size)
+        g.first_use, g.last_use = min(g.first_use, a.first_use), max(g.last_use, a.last_use)
+    return groups
 
 
 def _drop_unused_constants(p: Plan, constants: bytes) -> bytes:
