@@ -50,6 +50,7 @@ class Method:
 
     def __init__(self, method: Any) -> None:
         self._method = method
+        self._layout: tuple[list[bool], list[Any]] | None = None
 
     @property
     def name(self) -> str:
@@ -81,7 +82,7 @@ class Method:
         keep: list[Any] = []  # device inputs stay alive until execute returns
         meta: list[tuple[str, Any]] | None = None
         device = next((x.device for x in inputs if _is_torch_tensor(x) and x.is_cuda), None)
-        on_device = self._method.inputs_on_device() if device is not None else []
+        on_device = self._device_layout()[0] if device is not None else []
         for i, x in enumerate(inputs):
             if _is_torch_tensor(x):
                 x = x.detach()
@@ -115,11 +116,18 @@ class Method:
         return [(o[1].view(np.uint16).astype(np.uint32) << 16).view(np.float32) if isinstance(o, tuple) else o
                 for o in outputs]
 
+    def _device_layout(self) -> tuple[list[bool], list[Any]]:
+        """Which inputs may be device tensors, and each output's (dtype, shape, may be on the
+        device): fixed by the program, asked once."""
+        if self._layout is None:
+            self._layout = (self._method.inputs_on_device(), self._method.output_meta())
+        return self._layout
+
     def _execute_on(self, device: Any, arrays: list[Any], bf16: list[int]) -> list[Any]:
         """execute() with torch CUDA tensors: device outputs allocated by torch, torch's stream."""
         torch = _torch()
         buffers: dict[int, Any] = {}
-        for i, m in enumerate(self._method.output_meta()):
+        for i, m in enumerate(self._device_layout()[1]):
             if m is not None and m[2]:
                 buffers[i] = torch.empty(m[1], dtype=getattr(torch, m[0]), device=device)
         stream = torch.cuda.current_stream(device).cuda_stream
