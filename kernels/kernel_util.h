@@ -21,6 +21,7 @@ using runtime::KernelRuntimeContext;
 using runtime::ScalarType;
 using runtime::Span;
 using runtime::Tensor;
+using runtime::same_shape;
 using Args = Span<EValue*>;
 
 #define KCHECK(cond, ...) ET_CHECK_OR_RETURN(cond, ::executorch::runtime::Error::InvalidArgument, __VA_ARGS__)
@@ -73,14 +74,6 @@ inline void split_at(const Tensor& t, int64_t dim, int64_t* outer, int64_t* size
   for (int64_t d = 0; d < dim; ++d) *outer *= t.size(static_cast<int>(d));
   *size = t.dim() == 0 ? 1 : t.size(static_cast<int>(dim));
   for (int64_t d = dim + 1; d < t.dim(); ++d) *inner *= t.size(static_cast<int>(d));
-}
-
-inline bool same_shape(const Tensor& a, const Tensor& b) {
-  if (a.dim() != b.dim()) return false;
-  for (int d = 0; d < a.dim(); ++d) {
-    if (a.size(d) != b.size(d)) return false;
-  }
-  return true;
 }
 
 inline Error check_dtype(const Tensor& t, ScalarType want, const char* op, const char* what) {

@@ -59,6 +59,15 @@ class Tensor {
   int64_t numel_ = 1;
 };
 
+// The same rank and sizes (dtypes aside).
+inline bool same_shape(const Tensor& a, const Tensor& b) {
+  if (a.dim() != b.dim()) return false;
+  for (int d = 0; d < a.dim(); ++d) {
+    if (a.size(d) != b.size(d)) return false;
+  }
+  return true;
+}
+
 // Element strides of `t` broadcast to a shape of `out_rank` dimensions (0 where `t` is broadcast);
 // false where the shapes do not broadcast. Shared by the CPU kernels and the CUDA delegate.
 inline bool broadcast_strides(const Tensor& t, int out_rank, const int64_t* out_sizes, int64_t* strides) {

@@ -622,9 +622,6 @@ bool graphs_enabled() {
   return enabled;
 }
 
-// Runs the delegate's ops on `stream`: eagerly on the first call (and on streams that cannot be
-// captured: the legacy default stream, or one the caller is already capturing, into which the
-// kernels then go), from the graph afterwards.
 // Each op between two events, in the profile under its name and what its epilogue computes.
 Error run_profiled(Delegate& d, cudaStream_t stream) {
   std::vector<cudaEvent_t> events(d.ops.size() + 1);
@@ -651,6 +648,9 @@ Error run_profiled(Delegate& d, cudaStream_t stream) {
   return failed;
 }
 
+// Runs the delegate's ops on `stream`: eagerly on the first call (and on streams that cannot be
+// captured: the legacy default stream, or one the caller is already capturing, into which the
+// kernels then go), from the graph afterwards.
 Error run_ops(Delegate& d, cudaStream_t stream) {
   static const bool profile = std::getenv("EXECUTORCH_PROFILE") != nullptr;
   if (profile) return run_profiled(d, stream);
@@ -703,22 +703,18 @@ bool lies_in_place(const Op& op) {
   return src + op.plan.ints[1] * in.strides()[dim] * static_cast<int64_t>(in.element_size()) == out.const_data_ptr();
 }
 
-// The bytes of tensor `v` overlap those of `w` other than exactly (same first byte): an
-// elementwise pass reading one and writing the other would race.
-bool overlaps_shifted(const EValue* v, const EValue* w) {
-  const Tensor& a = v->to_tensor();
-  const Tensor& b = w->to_tensor();
-  const auto* pa = static_cast<const uint8_t*>(a.const_data_ptr());
-  const auto* pb = static_cast<const uint8_t*>(b.const_data_ptr());
-  return pa != pb && pa < pb + b.nbytes() && pb < pa + a.nbytes();
-}
-
+// Whether the bytes of tensors `v` and `w` overlap; overlaps_shifted: other than exactly (same
+// first byte), where an elementwise pass reading one and writing the other would race.
 bool overlaps(const EValue* v, const EValue* w) {
   const Tensor& a = v->to_tensor();
   const Tensor& b = w->to_tensor();
   const auto* pa = static_cast<const uint8_t*>(a.const_data_ptr());
   const auto* pb = static_cast<const uint8_t*>(b.const_data_ptr());
   return pa < pb + b.nbytes() && pb < pa + a.nbytes();
+}
+
+bool overlaps_shifted(const EValue* v, const EValue* w) {
+  return v->to_tensor().const_data_ptr() != w->to_tensor().const_data_ptr() && overlaps(v, w);
 }
 
 // Folds what finishes a convolution's result into its epilogue: an add of a tensor of the same
@@ -737,30 +733,26 @@ void fuse_epilogues(std::vector<Op>& ops, runtime::Method& m) {
     }
   }
   for (size_t i = 0; i < m.num_outputs(); ++i) uses[&m.get_output(i)] += 2;  // read after execute
-  auto same_shape = [](const EValue* v, const EValue* w) {
+  auto alike = [](const EValue* v, const EValue* w) {  // dtype and shape
     const Tensor& a = v->to_tensor();
     const Tensor& b = w->to_tensor();
-    if (a.scalar_type() != b.scalar_type() || a.dim() != b.dim()) return false;
-    for (int d = 0; d < a.dim(); ++d) {
-      if (a.size(d) != b.size(d)) return false;
-    }
-    return true;
+    return a.scalar_type() == b.scalar_type() && runtime::same_shape(a, b);
   };
+  // Intermediates appear twice: written by one instruction, read by the next.
+  auto private_value = [&](const EValue* v) { return uses[v] == 2; };
   for (size_t i = 0; i < ops.size(); ++i) {
     Op& conv = ops[i];
     if (conv.plan.kind != OpKind::Conv) continue;
     conv.result = conv.args[9];
     const bool direct = is_depthwise(conv.plan);  // writes `result` while reading its input
     size_t j = i + 1;
-    // Intermediates appear twice: written by one instruction, read by the next.
-    auto private_value = [&](const EValue* v) { return uses[v] == 2; };
     if (j < ops.size() && ops[j].plan.kind == OpKind::Binary && ops[j].plan.binary == Binary::Add &&
         ops[j].args.size() == 4 && ops[j].args[1]->is_tensor() && ops[j].args[2]->scalar_as_double() == 1.0 &&
         private_value(conv.result)) {
       const auto& add = ops[j].args;
       EValue* other = add[0] == conv.result ? add[1] : add[1] == conv.result ? add[0] : nullptr;
       EValue* out = add[3];
-      if (other != nullptr && other != conv.result && same_shape(other, out) && same_shape(conv.result, out) &&
+      if (other != nullptr && other != conv.result && alike(other, out) && alike(conv.result, out) &&
           !overlaps_shifted(out, other) && !overlaps_shifted(out, conv.result) && !(direct && overlaps(out, conv.args[0]))) {
         conv.residual = other;
         conv.result = out;
@@ -770,7 +762,7 @@ void fuse_epilogues(std::vector<Op>& ops, runtime::Method& m) {
     if (j < ops.size() && ops[j].plan.kind == OpKind::Unary && ops[j].args[0] == conv.result &&
         private_value(conv.result)) {
       EValue* out = ops[j].args[ops[j].args.size() - 1];
-      if (same_shape(conv.result, out) && !overlaps_shifted(out, conv.args[9]) &&
+      if (alike(conv.result, out) && !overlaps_shifted(out, conv.args[9]) &&
           !(conv.residual && overlaps_shifted(out, conv.residual)) && !(direct && overlaps(out, conv.args[0]))) {
         conv.activation = &ops[j];
         conv.result = out;
