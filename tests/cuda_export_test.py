@@ -243,6 +243,34 @@ class ConvBlocks(torch.nn.Module):
         return torch.relu(self.shared_bn(z) + y) + z.mean()
 
 
+class ChannelsLastBlocks(torch.nn.Module):
+    """What CudaBackend runs channels-last (NHWC) between cuDNN convolutions, and where it returns
+    to NCHW: max and average pooling, a squeeze-excite gate (a mean over the pixels, [N, C, 1, 1]
+    broadcast back over them), a depthwise convolution, residual adds; a concatenation of flattened
+    maps reads NHWC convolutions' outputs, and one convolution reads an NHWC tensor into an NCHW
+    output."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        nn = torch.nn
+        self.stem = nn.Conv2d(3, 16, 3, stride=2, padding=1)
+        self.pool = nn.MaxPool2d(3, stride=2, padding=1)
+        self.depthwise = nn.Conv2d(16, 16, 3, padding=1, groups=16)
+        self.squeeze, self.excite = nn.Conv2d(16, 4, 1), nn.Conv2d(4, 16, 1)
+        self.body = nn.Conv2d(16, 16, 3, padding=1)
+        self.average = nn.AvgPool2d(2)
+        self.head, self.side = nn.Conv2d(16, 8, 1), nn.Conv2d(16, 8, 3, padding=1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        f = torch.nn.functional
+        y = self.pool(torch.relu(self.stem(x)))
+        gate = torch.sigmoid(self.excite(torch.relu(self.squeeze(y.mean((2, 3), keepdim=True)))))
+        y = f.silu(self.depthwise(y)) * gate + y
+        y = torch.relu(self.body(y) + y)
+        head = self.head(self.average(y))
+        return torch.cat([head.flatten(1), f.adaptive_avg_pool2d(self.side(y), 1).flatten(1)], 1)
+
+
 def test_batch_norm_is_folded_into_the_convolution_before_it() -> None:
     from executorch.serialization.pte import deserialize
 
@@ -261,11 +289,12 @@ def test_batch_norm_is_folded_into_the_convolution_before_it() -> None:
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
-def test_conv_blocks_are_one_delegate_call(dtype) -> None:
+@pytest.mark.parametrize("model, shape", [(ConvBlocks, (2, 4, 8, 8)), (ChannelsLastBlocks, (2, 3, 32, 32))])
+def test_conv_blocks_are_one_delegate_call(model, shape, dtype) -> None:
     from executorch.serialization.pte import deserialize
 
     torch.manual_seed(0)
-    spec = deserialize(export(ConvBlocks().eval(), (torch.randn(2, 4, 8, 8),), backend="cuda", dtype=dtype))
+    spec = deserialize(export(model().eval(), (torch.randn(*shape),), backend="cuda", dtype=dtype))
     assert spec.metadata["cuda_delegate_calls"] == "1"
     assert not [i for i in spec.plans[0].instructions if hasattr(i, "op_index")], "a CPU kernel is left"
 

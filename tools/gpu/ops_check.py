@@ -5,7 +5,9 @@ in and out of Method.execute.
 - VisionOps: slices, selects, concatenation, padding, index_select, resampling, pooling,
   activations, 1-D and depthwise convolution;
 - ConvBlocks: batch norm folded into convolutions, residual adds and activations fused into the
-  convolution's epilogue, 1x1 convolutions without im2col.
+  convolution's epilogue, 1x1 convolutions without im2col;
+- ChannelsLastBlocks: NHWC tensors between cuDNN convolutions (pooling, means over pixels,
+  broadcasts, depthwise convolution) and the conversions back to NCHW.
 
     python3 tools/gpu/ops_check.py .
 """
@@ -17,7 +19,7 @@ import torch
 sys.path.insert(0, sys.argv[1])
 from executorch.export import export
 from executorch.runtime import Runtime
-from tests.cuda_export_test import ConvBlocks, VisionOps
+from tests.cuda_export_test import ChannelsLastBlocks, ConvBlocks, VisionOps
 
 BOUNDS = ((torch.float32, 1e-4), (torch.float16, 1e-2), (torch.bfloat16, 6e-2))
 
@@ -82,4 +84,6 @@ torch.manual_seed(0)
 check_dtypes("VisionOps", VisionOps().eval(), torch.randn(2, 4, 8, 8))
 torch.manual_seed(0)
 check_dtypes("ConvBlocks", ConvBlocks().eval(), torch.randn(2, 4, 8, 8))
+torch.manual_seed(0)
+check_dtypes("ChannelsLastBlocks", ChannelsLastBlocks().eval(), torch.randn(2, 3, 32, 32))
 check_device_tensors()

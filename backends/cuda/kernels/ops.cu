@@ -380,9 +380,12 @@ __global__ void depthwise_conv_kernel(const T* __restrict__ x, const T* __restri
                                       ConvShape s, Epilogue<T> e, int64_t total) {
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= total) return;
-  const int64_t ox = i % s.ow, oy = i / s.ow % s.oh, plane = i / (s.ow * s.oh);  // plane = n * oc + o
-  const int64_t o = plane % s.oc, b = plane / s.oc;
-  const T* xp = x + (b * s.c + o / (s.oc / s.c)) * s.h * s.w;
+  // Output channel o of pixel (oy, ox) of image b; its input channel's pixels lie `step` apart.
+  const int64_t o = s.channels_last ? i % s.oc : i / (s.ow * s.oh) % s.oc;
+  const int64_t pixel = s.channels_last ? i / s.oc : i % (s.ow * s.oh) + i / (s.ow * s.oh * s.oc) * s.ow * s.oh;
+  const int64_t ox = pixel % s.ow, oy = pixel / s.ow % s.oh, b = pixel / (s.ow * s.oh);
+  const int64_t ci = o / (s.oc / s.c), step = s.channels_last ? s.c : 1;
+  const T* xp = s.channels_last ? x + b * s.h * s.w * s.c + ci : x + (b * s.c + ci) * s.h * s.w;
   const T* wp = wt + o * s.kh * s.kw;
   float acc = 0.f;
   for (int64_t ky = 0; ky < s.kh; ++ky) {
@@ -390,7 +393,7 @@ __global__ void depthwise_conv_kernel(const T* __restrict__ x, const T* __restri
     if (iy < 0 || iy >= s.h) continue;
     for (int64_t kx = 0; kx < s.kw; ++kx) {
       const int64_t ix = ox * s.sw - s.pw + kx * s.dw;
-      if (ix >= 0 && ix < s.w) acc += ld(xp[iy * s.w + ix]) * ld(wp[ky * s.kw + kx]);
+      if (ix >= 0 && ix < s.w) acc += ld(xp[(iy * s.w + ix) * step]) * ld(wp[ky * s.kw + kx]);
     }
   }
   y[i] = st<T>(finish(acc, i, o, e));
@@ -445,11 +448,15 @@ template <typename T>
 __global__ void pool2d_kernel(const T* __restrict__ x, T* __restrict__ y, int64_t* __restrict__ indices, bool is_max,
                               int64_t h, int64_t w, int64_t oh, int64_t ow, int64_t kh, int64_t kw, int64_t sh,
                               int64_t sw, int64_t ph, int64_t pw, int64_t dh, int64_t dw, bool include_pad,
-                              int64_t total) {
+                              int64_t channels_last, int64_t total) {
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= total) return;
-  const int64_t plane = i / (oh * ow), oy = (i / ow) % oh, ox = i % ow;
-  const T* xp = x + plane * h * w;
+  // y[i] is output pixel (oy, ox) of `plane` (NCHW: an image's channel; NHWC: an image, channel
+  // i % c); the input pixels it reads lie `step` elements apart from xp.
+  const int64_t c = channels_last ? channels_last : 1, pixel = i / c;
+  const int64_t plane = pixel / (oh * ow), oy = (pixel / ow) % oh, ox = pixel % ow;
+  const T* xp = channels_last ? x + plane * h * w * c + i % c : x + plane * h * w;
+  const int64_t step = c;
   if (is_max) {
     float best = -INFINITY;
     int64_t best_i = -1;
@@ -459,7 +466,7 @@ __global__ void pool2d_kernel(const T* __restrict__ x, T* __restrict__ y, int64_
       for (int64_t kx = 0; kx < kw; ++kx) {
         const int64_t ix = ox * sw - pw + kx * dw;
         if (ix < 0 || ix >= w) continue;
-        const float v = ld(xp[iy * w + ix]);
+        const float v = ld(xp[(iy * w + ix) * step]);
         if (best_i < 0 || v > best || v != v) best = v, best_i = iy * w + ix;
       }
     }
@@ -473,7 +480,7 @@ __global__ void pool2d_kernel(const T* __restrict__ x, T* __restrict__ y, int64_
   const int64_t ya = max(y0, int64_t{0}), xa = max(x0, int64_t{0}), yb = min(y1, h), xb = min(x1, w);
   float sum = 0.f;
   for (int64_t iy = ya; iy < yb; ++iy)
-    for (int64_t ix = xa; ix < xb; ++ix) sum += ld(xp[iy * w + ix]);
+    for (int64_t ix = xa; ix < xb; ++ix) sum += ld(xp[(iy * w + ix) * step]);
   const int64_t count = include_pad ? padded : (yb - ya) * (xb - xa);
   y[i] = st<T>(count > 0 ? sum / static_cast<float>(count) : 0.f);
 }
@@ -488,7 +495,59 @@ __global__ void row_reduce_kernel(const T* __restrict__ x, T* __restrict__ y, in
   if (threadIdx.x == 0) y[blockIdx.x] = st<T>(mean ? sum / static_cast<float>(cols) : sum);
 }
 
+// Channel sums of NHWC images over their pixels, in two passes: each block sums kSegmentPixels
+// pixels of 32 channels of one image into `partial` (float, [image][segment][channel]), then one
+// thread per (image, channel) adds its segments. Every pass reads 32 adjacent channels at once.
+constexpr int64_t kSegmentPixels = 256;
+constexpr int kPixelLanes = 8;
+
+template <typename T>
+__global__ void pixel_partial_kernel(const T* __restrict__ x, float* __restrict__ partial, int64_t hw, int64_t c,
+                                     int64_t segments) {
+  __shared__ float sums[kPixelLanes][32];
+  const int64_t ch = static_cast<int64_t>(blockIdx.x) * 32 + threadIdx.x, seg = blockIdx.y, image = blockIdx.z;
+  float sum = 0.f;
+  if (ch < c) {
+    const T* base = x + image * hw * c + ch;
+    const int64_t end = min(hw, (seg + 1) * kSegmentPixels);
+    for (int64_t p = seg * kSegmentPixels + threadIdx.y; p < end; p += kPixelLanes) sum += ld(base[p * c]);
+  }
+  sums[threadIdx.y][threadIdx.x] = sum;
+  __syncthreads();
+  if (threadIdx.y != 0 || ch >= c) return;
+  for (int k = 1; k < kPixelLanes; ++k) sum += sums[k][threadIdx.x];
+  partial[(image * segments + seg) * c + ch] = sum;
+}
+
+template <typename T>
+__global__ void pixel_total_kernel(const float* __restrict__ partial, T* __restrict__ y, int64_t c, int64_t segments,
+                                   float scale, int64_t total) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= total) return;
+  const int64_t image = i / c, ch = i % c;
+  float sum = 0.f;
+  for (int64_t seg = 0; seg < segments; ++seg) sum += partial[(image * segments + seg) * c + ch];
+  y[i] = st<T>(sum * scale);
+}
+
 }  // namespace
+
+int64_t pixel_reduce_partials(int64_t images, int64_t hw, int64_t c) {
+  return images * ((hw + kSegmentPixels - 1) / kSegmentPixels) * c;
+}
+
+template <typename T>
+cudaError_t launch_pixel_reduce(const T* x, T* y, float* partial, int64_t images, int64_t hw, int64_t c, bool mean,
+                                cudaStream_t stream) {
+  const int64_t segments = (hw + kSegmentPixels - 1) / kSegmentPixels, total = images * c;
+  if (total == 0) return cudaSuccess;
+  if (hw == 0 || segments > 65535 || images > 65535) return cudaErrorInvalidConfiguration;
+  const dim3 grid(static_cast<unsigned>((c + 31) / 32), static_cast<unsigned>(segments), static_cast<unsigned>(images));
+  pixel_partial_kernel<<<grid, dim3(32, kPixelLanes), 0, stream>>>(x, partial, hw, c, segments);
+  pixel_total_kernel<<<blocks_for(total), kThreads, 0, stream>>>(partial, y, c, segments,
+                                                                 mean ? 1.f / static_cast<float>(hw) : 1.f, total);
+  return cudaGetLastError();
+}
 
 cudaError_t kernels_loadable() {
   cudaFuncAttributes attributes;
@@ -633,11 +692,11 @@ cudaError_t launch_epilogue(const T* x, T* y, int64_t planes, int64_t channels, 
 template <typename T>
 cudaError_t launch_pool2d(const T* x, T* y, int64_t* indices, bool max, int64_t planes, int64_t h, int64_t w,
                           int64_t oh, int64_t ow, int64_t kh, int64_t kw, int64_t sh, int64_t sw, int64_t ph, int64_t pw,
-                          int64_t dh, int64_t dw, bool count_include_pad, cudaStream_t stream) {
+                          int64_t dh, int64_t dw, bool count_include_pad, int64_t channels_last, cudaStream_t stream) {
   const int64_t total = planes * oh * ow;
   if (total == 0) return cudaSuccess;
   pool2d_kernel<<<blocks_for(total), kThreads, 0, stream>>>(x, y, indices, max, h, w, oh, ow, kh, kw, sh, sw, ph, pw,
-                                                             dh, dw, count_include_pad, total);
+                                                             dh, dw, count_include_pad, channels_last, total);
   return cudaGetLastError();
 }
 
@@ -702,8 +761,9 @@ cudaError_t launch_row_reduce(const T* x, T* y, int64_t rows, int64_t cols, bool
   template cudaError_t launch_epilogue<T>(const T*, T*, int64_t, int64_t, int64_t, const Epilogue<T>&, cudaStream_t);    \
   template cudaError_t launch_pool2d<T>(const T*, T*, int64_t*, bool, int64_t, int64_t, int64_t, int64_t, int64_t,     \
                                         int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, bool,  \
-                                        cudaStream_t);                                                                  \
+                                        int64_t, cudaStream_t);                                                         \
   template cudaError_t launch_row_reduce<T>(const T*, T*, int64_t, int64_t, bool, cudaStream_t);                       \
+  template cudaError_t launch_pixel_reduce<T>(const T*, T*, float*, int64_t, int64_t, int64_t, bool, cudaStream_t);    \
   template cudaError_t launch_upsample2d<T>(const T*, T*, const Upsample&, cudaStream_t);                              \
   template cudaError_t launch_depthwise_conv<T>(const T*, const T*, T*, const ConvShape&, const Epilogue<T>&,         \
                                                 cudaStream_t);                                                       \

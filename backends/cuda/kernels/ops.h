@@ -94,6 +94,7 @@ cudaError_t launch_channel_affine(const T* x, const float* scale, const float* s
 // strides, paddings, dilations, output oh x ow.
 struct ConvShape {
   int64_t n, c, h, w, oc, kh, kw, sh, sw, ph, pw, dh, dw, oh, ow;
+  bool channels_last = false;  // x and y NHWC (the weight [oc, 1, kh, kw] either way)
 };
 // What a convolution does to each result before storing it: y = act(result + bias[channel] +
 // residual), where the instructions after it asked for a residual add and an activation.
@@ -124,11 +125,12 @@ cudaError_t launch_upsample2d(const T* x, T* y, const Upsample& s, cudaStream_t 
 template <typename T>
 cudaError_t launch_epilogue(const T* x, T* y, int64_t planes, int64_t channels, int64_t inner, const Epilogue<T>& e,
                             cudaStream_t stream);
-// Max (with flat indices) or average pooling over planes of h x w into oh x ow.
+// Max (with flat indices) or average pooling over planes of h x w into oh x ow. channels_last: the
+// channel count of NHWC tensors (planes = images x channels), or 0 for NCHW.
 template <typename T>
 cudaError_t launch_pool2d(const T* x, T* y, int64_t* indices, bool max, int64_t planes, int64_t h, int64_t w,
                           int64_t oh, int64_t ow, int64_t kh, int64_t kw, int64_t sh, int64_t sw, int64_t ph, int64_t pw,
-                          int64_t dh, int64_t dw, bool count_include_pad, cudaStream_t stream);
+                          int64_t dh, int64_t dw, bool count_include_pad, int64_t channels_last, cudaStream_t stream);
 // Constant padding of a contiguous `dim`-D tensor: `before[d]` elements ahead of the input along
 // each dimension (negative: cropped), `value` where out reads outside it.
 template <typename T>
@@ -137,6 +139,12 @@ cudaError_t launch_constant_pad(const T* in, T* out, int dim, const int64_t* in_
 // y[r] = mean (or sum) of the `cols` contiguous elements of row r.
 template <typename T>
 cudaError_t launch_row_reduce(const T* x, T* y, int64_t rows, int64_t cols, bool mean, cudaStream_t stream);
+// y[n, c] = mean (or sum) over the hw pixels of image n of NHWC `x`, with `partial` holding
+// pixel_reduce_partials(images, hw, c) floats of scratch.
+int64_t pixel_reduce_partials(int64_t images, int64_t hw, int64_t c);
+template <typename T>
+cudaError_t launch_pixel_reduce(const T* x, T* y, float* partial, int64_t images, int64_t hw, int64_t c, bool mean,
+                                cudaStream_t stream);
 
 }  // namespace cuda
 }  // namespace backends

@@ -11,12 +11,14 @@
 #include <new>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include <cuda_runtime_api.h>
 
 #include <executorch/backends/cuda/kernels/int8_linear.h>
 #include <executorch/backends/cuda/kernels/ops.h>
+#include <executorch/backends/cuda/runtime/cudnn.h>
 #include <executorch/backends/cuda/runtime/payload.h>
 #include <executorch/backends/cuda/shims/shims.h>
 #include <executorch/extension/cuda/cuda_stream.h>
@@ -43,6 +45,10 @@ struct DeviceBuffer {
   DeviceBuffer(const DeviceBuffer&) = delete;
   DeviceBuffer& operator=(const DeviceBuffer&) = delete;
   DeviceBuffer(DeviceBuffer&& o) noexcept : ptr(o.ptr) { o.ptr = nullptr; }
+  DeviceBuffer& operator=(DeviceBuffer&& o) noexcept {
+    std::swap(ptr, o.ptr);
+    return *this;
+  }
   ~DeviceBuffer() {
     if (ptr) cudaFree(ptr);
   }
@@ -67,10 +73,23 @@ struct Op {
   Span<EValue*> args;
   std::string name;
   std::vector<ShimTensor> shim;  // addmm: bias, mat1, mat2, out; (b)mm: mat1, mat2, out; conv: see prepare_conv
-  // conv: im2col buffer; batch norm: scale and shift; int8 linear: quantized rows, their scales
+  // conv: im2col buffer; batch norm: scale and shift; int8 linear: quantized rows, their scales;
+  // NHWC mean: partial sums
   std::vector<DeviceBuffer> scratch;
   int64_t conv_chunk = 0;             // conv: images per batched GEMM
   bool conv_direct = false;           // conv: 1x1, stride 1, no padding: the GEMM reads the input itself
+  // conv through cuDNN (where it loads): the plan, whether it computes the whole epilogue (bias,
+  // residual, relu) itself, and the delegate's workspace it runs in.
+  std::unique_ptr<CudnnConv> cudnn;
+  bool cudnn_fused = false;
+  void* workspace = nullptr;
+  // Channels-last (NHWC) memory, chosen at init by choose_layouts: the layout of a conv's output,
+  // a pool's input, a unary or binary op's output. A conv whose input lies in the other layout
+  // converts it into layout_x first; an NHWC conv reads its weight as OHWI, from layout_w.
+  bool nhwc = false;
+  bool x_nhwc = false;
+  DeviceBuffer layout_x;
+  DeviceBuffer layout_w;
   // conv: the instructions after it that it computes as its epilogue (fuse_epilogues): a residual
   // added, then an activation, written to `result` (its own output when nothing is fused).
   EValue* residual = nullptr;
@@ -117,6 +136,8 @@ struct Delegate {
   std::unique_ptr<runtime::Method> method;
   std::vector<DeviceBuffer> constants;  // uploaded once, at init
   std::vector<Op> ops;
+  DeviceBuffer conv_workspace;  // cuDNN's, shared by the convolutions (they run one after another)
+  size_t conv_workspace_bytes = 0;
   cudaStream_t own_stream = nullptr;
   // Every tensor's address is fixed at init, so after one eager run (which checks every op) the
   // kernels are captured once into a CUDA graph and replayed: one launch instead of one per op.
@@ -133,7 +154,7 @@ struct Delegate {
       std::vector<std::pair<double, std::string>> rows;
       for (auto& [op, e] : profile) rows.emplace_back(e.first, op + " x" + std::to_string(e.second));
       std::sort(rows.rbegin(), rows.rend());
-      std::fprintf(stderr, "%s profile (device time, no CUDA graph):\n", kCudaBackendName);
+      std::fprintf(stderr, "%s profile (device time after the first call, no CUDA graph):\n", kCudaBackendName);
       for (auto& [ms, op] : rows) std::fprintf(stderr, "  %10.3f ms  %s\n", ms, op.c_str());
     }
     graph.reset();
@@ -212,8 +233,47 @@ cudaError_t gather_into(const Tensor& out, const void* in, const int64_t* stride
                              static_cast<int>(out.element_size()), stream);
 }
 
+// A tensor whose bytes depend on the layout: 4-D with several channels and several pixels. The
+// others (one channel, or one pixel, as a squeeze-excite block's [N, C, 1, 1]) read the same in both.
+bool spatial(const Tensor& t) { return t.dim() == 4 && t.size(1) > 1 && t.size(2) * t.size(3) > 1; }
+bool spatial(const EValue* v) { return v->is_tensor() && spatial(v->to_tensor()); }
+
+// Copies the NCHW tensor `x` (data at `in`) into NHWC at `out`, or the other way round.
+cudaError_t convert_layout(const Tensor& x, const void* in, void* out, bool to_nhwc, cudaStream_t stream) {
+  const int64_t n = x.size(0), c = x.size(1), h = x.size(2), w = x.size(3);
+  const int64_t nhwc_sizes[4] = {n, h, w, c}, nchw_strides[4] = {c * h * w, w, 1, h * w};
+  const int64_t nchw_sizes[4] = {n, c, h, w}, nhwc_strides[4] = {h * w * c, 1, w * c, c};
+  return launch_strided_copy(in, out, 4, to_nhwc ? nhwc_sizes : nchw_sizes, to_nhwc ? nchw_strides : nhwc_strides,
+                             x.numel(), static_cast<int>(x.element_size()), stream);
+}
+
+// The broadcast of an elementwise op on NHWC tensors in their memory order (N, H, W, C): spatial
+// operands take NHWC strides, the others keep theirs (their bytes are the same in both layouts).
+void to_channels_last(Broadcast* shape, std::initializer_list<const Tensor*> operands) {
+  constexpr int order[4] = {0, 2, 3, 1};
+  int64_t* strides[] = {shape->a_strides, shape->b_strides, shape->c_strides};
+  size_t i = 0;
+  for (const Tensor* t : operands) {
+    int64_t* st = strides[i++];
+    if (t != nullptr && spatial(*t)) {
+      const int64_t c = t->size(1), h = t->size(2), w = t->size(3);
+      const int64_t nhwc[4] = {h * w * c, 1, w * c, c};
+      for (int d = 0; d < 4; ++d) st[d] = t->size(d) == 1 ? 0 : nhwc[d];
+    }
+    const int64_t logical[4] = {st[0], st[1], st[2], st[3]};
+    for (int d = 0; d < 4; ++d) st[d] = logical[order[d]];
+  }
+  const int64_t sizes[4] = {shape->out_sizes[0], shape->out_sizes[1], shape->out_sizes[2], shape->out_sizes[3]};
+  for (int d = 0; d < 4; ++d) shape->out_sizes[d] = sizes[order[d]];
+}
+
 // One input channel per group: computed directly, with no scratch and no GEMM.
 bool is_depthwise(const OpPlan& plan) { return plan.ints[13] > 1 && plan.ints[1] == plan.ints[13]; }
+
+// The convolution's input as it reads it: converted to its output's layout where they differ.
+char* conv_input(const Op& op) {
+  return op.layout_x.ptr ? static_cast<char*>(op.layout_x.ptr) : bytes(op.args[0]);
+}
 
 // Convolution as im2col + one batched GEMM per (chunk of images, group) through the shim library
 // (plan_op checked the arguments): out[b, g] = weight[g] @ col[b] for each image b of the chunk,
@@ -251,7 +311,7 @@ Error prepare_conv(Op& op) {
     for (int64_t g = 0; g < groups; ++g) {
       ET_TRY(view(bytes(a[1]) + g * ocg * k * es, count, ocg, k, 0));
       if (op.conv_direct) {
-        ET_TRY(view(bytes(a[0]) + (b * v[1] + g * cg) * hw * es, count, k, hw, v[1] * hw));
+        ET_TRY(view(conv_input(op) + (b * v[1] + g * cg) * hw * es, count, k, hw, v[1] * hw));
       } else {
         ET_TRY(view(op.scratch.back().ptr, count, k, hw, k * hw));
       }
@@ -326,6 +386,7 @@ Error run_typed(const Op& op, void* index_error, cudaStream_t stream) {
       const bool tensor_b = a[1]->is_tensor();
       Broadcast shape;
       ET_TRY(make_broadcast(o, {&x, tensor_b ? &a[1]->to_tensor() : nullptr}, name, &shape));
+      if (op.nhwc) to_channels_last(&shape, {&x, tensor_b ? &a[1]->to_tensor() : nullptr});
       const T* b = tensor_b ? ptr<T>(a[1]) : nullptr;
       const float scalar = tensor_b ? 0.f : static_cast<float>(a[1]->scalar_as_double());
       status = launch_binary(op.plan.binary, ptr<T>(a[0]), b, scalar, alpha, ptr<T>(out), o.numel(), shape, stream);
@@ -378,19 +439,34 @@ Error run_typed(const Op& op, void* index_error, cudaStream_t stream) {
         epilogue.activation = op.activation->plan.unary;
         epilogue.p0 = op.activation->plan.scalars[0], epilogue.p1 = op.activation->plan.scalars[1];
       }
-      if (is_depthwise(op.plan)) {
-        const ConvShape shape{v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8], v[9], v[10], v[11], v[12], v[14], v[15]};
-        status = launch_depthwise_conv(ptr<T>(a[0]), ptr<T>(a[1]), ptr<T>(op.result), shape, epilogue, stream);
+      if (op.layout_x.ptr) {
+        status = convert_layout(a[0]->to_tensor(), ptr<T>(a[0]), op.layout_x.ptr, op.nhwc, stream);
+        if (status != cudaSuccess) return ecuda::to_error(status, name);
+      }
+      if (is_depthwise(op.plan) && !op.cudnn) {
+        const ConvShape shape{v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8], v[9], v[10], v[11], v[12], v[14], v[15],
+                              op.nhwc};
+        status = launch_depthwise_conv(reinterpret_cast<const T*>(conv_input(op)), ptr<T>(a[1]), ptr<T>(op.result), shape,
+                                       epilogue, stream);
         break;
       }
+      if (op.cudnn) {
+        const bool fused = op.cudnn_fused;
+        if (const char* e = op.cudnn->run(conv_input(op), op.nhwc ? op.layout_w.ptr : ptr<T>(a[1]), fused ? epilogue.bias : nullptr,
+                                          fused ? epilogue.residual : nullptr, fused ? ptr<T>(op.result) : ptr<T>(a[9]),
+                                          op.workspace, stream)) {
+          return ET_ERROR(Error::Internal, "%s %s: %s", kCudaBackendName, name, e);
+        }
+        if (fused) break;
+      }
       size_t view = 0;
-      for (int64_t b = 0; b < v[0]; b += op.conv_chunk) {
+      for (int64_t b = 0; !op.cudnn && b < v[0]; b += op.conv_chunk) {
         const int64_t count = std::min(op.conv_chunk, v[0] - b);
         for (int64_t g = 0; g < groups; ++g, view += 3) {
           if (!op.conv_direct) {
-            status = launch_im2col(ptr<T>(a[0]) + (b * v[1] + g * cg) * v[2] * v[3], static_cast<T*>(op.scratch[0].ptr),
-                                   count, v[1] * v[2] * v[3], cg, v[2], v[3], v[5], v[6], v[7], v[8], v[9], v[10], v[11],
-                                   v[12], v[14], v[15], stream);
+            const T* x = reinterpret_cast<const T*>(conv_input(op)) + (b * v[1] + g * cg) * v[2] * v[3];
+            status = launch_im2col(x, static_cast<T*>(op.scratch[0].ptr), count, v[1] * v[2] * v[3], cg, v[2], v[3], v[5],
+                                   v[6], v[7], v[8], v[9], v[10], v[11], v[12], v[14], v[15], stream);
             if (status != cudaSuccess) return ecuda::to_error(status, name);
           }
           if (aoti_torch_cuda_bmm_out(op.shim[view + 2].handle, op.shim[view].handle, op.shim[view + 1].handle) !=
@@ -400,7 +476,9 @@ Error run_typed(const Op& op, void* index_error, cudaStream_t stream) {
         }
       }
       if (epilogue.bias || epilogue.residual || epilogue.activate || op.result != a[9]) {
-        status = launch_epilogue(ptr<T>(a[9]), ptr<T>(op.result), v[0] * v[4], v[4], hw, epilogue, stream);
+        // Channel c of pixel p lies at p * channels + c in NHWC, at (image * channels + c) * hw + p in NCHW.
+        status = op.nhwc ? launch_epilogue(ptr<T>(a[9]), ptr<T>(op.result), v[0] * hw * v[4], v[4], 1, epilogue, stream)
+                         : launch_epilogue(ptr<T>(a[9]), ptr<T>(op.result), v[0] * v[4], v[4], hw, epilogue, stream);
       }
       break;
     }
@@ -419,14 +497,20 @@ Error run_typed(const Op& op, void* index_error, cudaStream_t stream) {
       EValue* out = a[is_max ? 6 : op.plan.kind == OpKind::AvgPool ? 7 : 2];
       const Tensor& o = out->to_tensor();
       const int64_t* v = op.plan.ints;
-      status = launch_pool2d(ptr<T>(a[0]), ptr<T>(out), is_max ? a[7]->to_tensor().data_ptr<int64_t>() : nullptr, is_max,
-                             x.size(0) * x.size(1), x.size(2), x.size(3), o.size(2), o.size(3), v[0], v[1], v[2], v[3],
-                             v[4], v[5], v[6], v[7], v[8] != 0, stream);
+      // NHWC pooling leaves max pooling's indices unwritten (choose_layouts saw nothing read them).
+      status = launch_pool2d(ptr<T>(a[0]), ptr<T>(out), is_max && !op.nhwc ? a[7]->to_tensor().data_ptr<int64_t>() : nullptr,
+                             is_max, x.size(0) * x.size(1), x.size(2), x.size(3), o.size(2), o.size(3), v[0], v[1], v[2],
+                             v[3], v[4], v[5], v[6], v[7], v[8] != 0, op.nhwc ? x.size(1) : 0, stream);
       break;
     }
     case OpKind::RowReduce: {
       const Tensor& x = a[0]->to_tensor();
       const Tensor& o = a[a.size() - 1]->to_tensor();
+      if (op.nhwc) {
+        status = launch_pixel_reduce(ptr<T>(a[0]), ptr<T>(a[a.size() - 1]), static_cast<float*>(op.scratch[0].ptr), x.size(0),
+                                     x.size(2) * x.size(3), x.size(1), op.plan.ints[0] != 0, stream);
+        break;
+      }
       const int64_t rows = o.numel(), cols = rows ? x.numel() / rows : 0;
       status = launch_row_reduce(ptr<T>(a[0]), ptr<T>(a[a.size() - 1]), rows, cols, op.plan.ints[0] != 0, stream);
       break;
@@ -632,7 +716,9 @@ Error run_profiled(Delegate& d, cudaStream_t stream) {
     if (failed == Error::Ok) failed = ecuda::to_error(cudaEventRecord(events[k + 1], stream), "CudaBackend: profile");
   }
   if (failed == Error::Ok) failed = ecuda::to_error(cudaStreamSynchronize(stream), "CudaBackend: profile");
-  for (size_t k = 0; k < d.ops.size() && failed == Error::Ok; ++k) {
+  // The first call loads kernels and picks cuBLAS/cuDNN algorithms: not counted.
+  const bool counted = d.runs++ > 0;
+  for (size_t k = 0; counted && k < d.ops.size() && failed == Error::Ok; ++k) {
     const Op& op = d.ops[k];
     if (op.skipped) continue;
     float ms = 0.f;
@@ -640,6 +726,8 @@ Error run_profiled(Delegate& d, cudaStream_t stream) {
     std::string label = op.name;
     if (op.residual) label += "+add";
     if (op.activation) label += "+" + op.activation->name;
+    if (op.plan.kind == OpKind::Conv && op.nhwc != op.x_nhwc) label += op.nhwc ? " nchw->nhwc" : " nhwc->nchw";
+    else if (op.nhwc) label += " nhwc";
     auto& row = d.profile[label];
     row.first += ms;
     row.second += 1;
@@ -722,8 +810,12 @@ bool overlaps_shifted(const EValue* v, const EValue* w) {
 // before it and read by nothing else. ResNet's conv -> add -> relu becomes one GEMM and one
 // elementwise pass instead of three. Planned memory is reused, so the chain's last output may lie
 // on bytes the epilogue reads: such a chain stops before that instruction.
-void fuse_epilogues(std::vector<Op>& ops, runtime::Method& m) {
-  std::unordered_map<const EValue*, int> uses;  // appearances in instruction arguments
+using Uses = std::unordered_map<const EValue*, int>;
+
+// Each value's appearances in instruction arguments; the method's outputs count two more (they
+// are read after execute).
+Uses count_uses(const std::vector<Op>& ops, runtime::Method& m) {
+  Uses uses;
   for (const Op& op : ops) {
     for (const EValue* v : op.args) {
       ++uses[v];
@@ -732,7 +824,12 @@ void fuse_epilogues(std::vector<Op>& ops, runtime::Method& m) {
       }
     }
   }
-  for (size_t i = 0; i < m.num_outputs(); ++i) uses[&m.get_output(i)] += 2;  // read after execute
+  for (size_t i = 0; i < m.num_outputs(); ++i) uses[&m.get_output(i)] += 2;
+  return uses;
+}
+
+void fuse_epilogues(std::vector<Op>& ops, runtime::Method& m) {
+  Uses uses = count_uses(ops, m);
   auto alike = [](const EValue* v, const EValue* w) {  // dtype and shape
     const Tensor& a = v->to_tensor();
     const Tensor& b = w->to_tensor();
@@ -769,6 +866,221 @@ void fuse_epilogues(std::vector<Op>& ops, runtime::Method& m) {
         ops[j].skipped = true;
       }
     }
+  }
+}
+
+// Whether `op` can run on NHWC tensors: cuDNN's convolutions, elementwise ops, 2-D pooling (max
+// pooling when nothing reads its indices, which NHWC pooling leaves unwritten) and means over pixels.
+bool takes_nhwc(const Op& op, Uses& uses) {
+  const auto& a = op.args;
+  switch (op.plan.kind) {
+    case OpKind::Conv:  // in half precision, where tensor cores read NHWC
+      return a[0]->to_tensor().dim() == 4 && op.plan.dtype != runtime::ScalarType::Float;
+    case OpKind::AvgPool:
+    case OpKind::AdaptiveAvgPool:
+      return a[0]->to_tensor().dim() == 4;
+    case OpKind::MaxPool:
+      return a[0]->to_tensor().dim() == 4 && uses[a[7]] == 1;
+    case OpKind::RowReduce: {  // over the pixels of each channel
+      const Tensor& x = a[0]->to_tensor();
+      return x.dim() == 4 && a[a.size() - 1]->to_tensor().numel() == x.size(0) * x.size(1);
+    }
+    case OpKind::Unary:
+      return true;
+    case OpKind::Binary:
+      return a[a.size() - 1]->to_tensor().dim() == 4;
+    default:
+      return false;
+  }
+}
+
+// Chooses NHWC for the tensors between convolutions wherever every op touching them takes it:
+// cuDNN's tensor-core convolutions read NHWC, and on NCHW they transpose each way. Tensors joined
+// by such ops form groups (a convolution does not join its input and output: it converts a
+// differing input); a group is NHWC when it holds a convolution's output and none of its tensors
+// is a delegate input or output, a constant, an argument of another op (a view, a layer norm) or
+// in `nchw`.
+void choose_layouts(std::vector<Op>& ops, runtime::Method& m, const std::unordered_set<const EValue*>& nchw) {
+  std::unordered_map<const EValue*, const EValue*> parent;
+  auto root = [&](const EValue* v) {
+    for (auto it = parent.find(v); it != parent.end() && it->second != v; it = parent.find(v)) v = it->second;
+    return v;
+  };
+  std::unordered_set<const EValue*> kept = nchw, produced;  // kept NCHW; convolution outputs
+  Uses uses = count_uses(ops, m);
+  for (Op& op : ops) {
+    const bool conv = op.plan.kind == OpKind::Conv;
+    std::vector<const EValue*> touched;
+    if (conv) {
+      touched.push_back(op.args[9]);  // its input converts; its weight is OIHW or a copy
+    } else {
+      for (const EValue* v : op.args) {
+        if (v->is_tensor_list()) {
+          for (const EValue* t : v->to_tensor_list()) touched.push_back(t);
+        } else {
+          touched.push_back(v);
+        }
+      }
+    }
+    const bool flexible = takes_nhwc(op, uses);
+    const EValue* first = nullptr;
+    for (const EValue* v : touched) {
+      if (!spatial(v)) continue;
+      if (!flexible) {
+        kept.insert(v);
+      } else if (first == nullptr) {
+        first = v;
+      } else if (root(v) != root(first)) {
+        parent[root(v)] = root(first);
+      }
+    }
+    if (conv && flexible && spatial(op.args[9])) produced.insert(op.args[9]);
+  }
+  for (size_t i = 0; i < m.num_inputs(); ++i) kept.insert(&m.input(i));
+  for (size_t i = 0; i < m.num_outputs(); ++i) kept.insert(&m.get_output(i));
+  for (size_t i = 0; i < m.num_values(); ++i) {
+    if (m.value_memory(i) == runtime::Method::Memory::Constant) kept.insert(&m.value(i));
+  }
+  std::unordered_set<const EValue*> kept_groups, conv_groups;
+  for (const EValue* v : kept) kept_groups.insert(root(v));
+  for (const EValue* v : produced) conv_groups.insert(root(v));
+  auto nhwc = [&](const EValue* v) {
+    return spatial(v) && conv_groups.count(root(v)) && !kept_groups.count(root(v));
+  };
+  for (Op& op : ops) {
+    const auto& a = op.args;
+    op.nhwc = op.x_nhwc = false;
+    if (!takes_nhwc(op, uses)) continue;
+    switch (op.plan.kind) {
+      case OpKind::Conv:
+        op.nhwc = nhwc(a[9]);
+        op.x_nhwc = nhwc(a[0]);
+        break;
+      case OpKind::Unary:
+      case OpKind::Binary:
+        op.nhwc = nhwc(a[a.size() - 1]);
+        break;
+      default:  // pooling and means: by the input (the output may be one pixel per channel)
+        op.nhwc = nhwc(a[0]);
+        break;
+    }
+  }
+}
+
+// A convolution's buffers for its layouts: its input converted where that differs from its
+// output's, its weight as OHWI for NHWC (permuted once, here).
+Error prepare_layouts(Op& op) {
+  const Tensor& x = op.args[0]->to_tensor();
+  if (op.x_nhwc != op.nhwc && spatial(op.args[0])) {  // (otherwise the same bytes in both)
+    ET_TRY(ecuda::to_error(cudaMalloc(&op.layout_x.ptr, x.nbytes() + 4), "CudaBackend: layout conversion"));
+  }
+  if (!op.nhwc) return Error::Ok;
+  const Tensor& w = op.args[1]->to_tensor();
+  const int64_t k = w.size(0), c = w.size(1), kh = w.size(2), kw = w.size(3);
+  const int64_t sizes[4] = {k, kh, kw, c}, strides[4] = {c * kh * kw, kw, 1, kh * kw};
+  ET_TRY(ecuda::to_error(cudaMalloc(&op.layout_w.ptr, w.nbytes() + 4), "CudaBackend: NHWC weight"));
+  ET_TRY(ecuda::to_error(launch_strided_copy(w.const_data_ptr(), op.layout_w.ptr, 4, sizes, strides, w.numel(),
+                                             static_cast<int>(w.element_size()), nullptr),
+                         "CudaBackend: NHWC weight"));
+  return ecuda::to_error(cudaDeviceSynchronize(), "CudaBackend: NHWC weight");
+}
+
+// EXECUTORCH_CUDA_LAYOUT=nchw keeps every tensor NCHW.
+bool layouts_enabled() {
+  static const bool enabled = [] {
+    const char* v = std::getenv("EXECUTORCH_CUDA_LAYOUT");
+    return v == nullptr || std::strcmp(v, "nchw") != 0;
+  }();
+  return enabled;
+}
+
+// cuDNN's workspace bound per convolution.
+constexpr size_t kCudnnWorkspaceBytes = size_t{256} << 20;
+
+// A convolution through cuDNN where it loads and takes it; false keeps the built-in im2col + GEMM.
+// Fused: cuDNN computes bias, residual and relu too, which needs a bias and an output apart from
+// the input. Each plan is run once here, so a configuration cuDNN refuses falls back at init.
+bool plan_cudnn(Op& op, DeviceBuffer& workspace, size_t& workspace_bytes) {
+  // NCHW depthwise convolutions run the built-in kernel.
+  if ((is_depthwise(op.plan) && !op.nhwc) || !cudnn_available()) return false;
+  const auto& a = op.args;
+  const int64_t* v = op.plan.ints;
+  const ConvGeometry g{v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8], v[9], v[10], v[11], v[12], v[13], v[14], v[15]};
+  const cudaDataType type = op.plan.dtype == runtime::ScalarType::Half       ? CUDA_R_16F
+                            : op.plan.dtype == runtime::ScalarType::BFloat16 ? CUDA_R_16BF
+                                                                             : CUDA_R_32F;
+  const bool relu = op.activation && op.activation->plan.unary == Unary::Relu;
+  for (const bool fused : {a[2]->is_tensor() && relu && (op.layout_x.ptr || !overlaps(op.result, a[0])), false}) {
+    auto conv = std::make_unique<CudnnConv>();
+    EValue* y = fused ? op.result : a[9];
+    if (conv->plan(g, type, fused, op.nhwc, kCudnnWorkspaceBytes) != nullptr) continue;
+    if (conv->workspace_bytes() > workspace_bytes) {
+      DeviceBuffer grown;
+      if (cudaMalloc(&grown.ptr, conv->workspace_bytes()) != cudaSuccess) {
+        cudaGetLastError();
+        continue;
+      }
+      workspace = std::move(grown);
+      workspace_bytes = conv->workspace_bytes();
+    }
+    const bool ran = conv->run(conv_input(op), op.nhwc ? op.layout_w.ptr : bytes(a[1]), fused ? bytes(a[2]) : nullptr,
+                               fused && op.residual ? bytes(op.residual) : nullptr, bytes(y), workspace.ptr, nullptr) ==
+                         nullptr && cudaDeviceSynchronize() == cudaSuccess;
+    cudaGetLastError();
+    if (!ran) continue;
+    op.cudnn = std::move(conv);
+    op.cudnn_fused = fused;
+    return true;
+  }
+  return false;
+}
+
+// EXECUTORCH_CUDA_CONV=cudnn: cuDNN for every convolution it plans, untimed.
+bool cudnn_forced() {
+  static const bool forced = [] {
+    const char* v = std::getenv("EXECUTORCH_CUDA_CONV");
+    return v != nullptr && std::strcmp(v, "cudnn") == 0;
+  }();
+  return forced;
+}
+
+// Milliseconds of one run of `op` on `stream`, or infinity where it fails.
+float time_op(const Op& op, cudaStream_t stream, cudaEvent_t start, cudaEvent_t end) {
+  float ms = INFINITY;
+  if (cudaEventRecord(start, stream) != cudaSuccess || run(op, nullptr, stream) != Error::Ok ||
+      cudaEventRecord(end, stream) != cudaSuccess || cudaEventSynchronize(end) != cudaSuccess ||
+      cudaEventElapsedTime(&ms, start, end) != cudaSuccess) {
+    cudaGetLastError();
+    return INFINITY;
+  }
+  return ms;
+}
+
+// A convolution prepared both ways (cuDNN, and im2col + GEMM) keeps the one that runs faster here:
+// cuDNN wins on large batches, the GEMM on some small and 1x1 ones (cuDNN transposes NCHW
+// half-precision tensors for its tensor-core kernels). The two alternate, so that clocks rising
+// during the measurement favour neither; the first round (loading kernels) is not counted.
+void keep_faster_conv(Op& op, cudaStream_t stream) {
+  ecuda::StreamGuard on_stream(stream);  // the GEMM runs through the shims, on the current stream
+  cudaEvent_t start = nullptr, end = nullptr;
+  float best[2] = {INFINITY, INFINITY};  // cuDNN, built-in
+  std::unique_ptr<CudnnConv> cudnn = std::move(op.cudnn);
+  if (cudaEventCreate(&start) == cudaSuccess && cudaEventCreate(&end) == cudaSuccess) {
+    for (int round = 0; round < 6; ++round) {
+      for (int way = 0; way < 2; ++way) {
+        if (way == 0) op.cudnn = std::move(cudnn);
+        const float ms = time_op(op, stream, start, end);
+        if (way == 0) cudnn = std::move(op.cudnn);
+        if (round > 0) best[way] = std::min(best[way], ms);
+      }
+    }
+  }
+  if (start) cudaEventDestroy(start);
+  if (end) cudaEventDestroy(end);
+  if (best[0] <= best[1]) {
+    op.cudnn = std::move(cudnn);
+    op.shim.clear();
+    op.scratch.clear();
   }
 }
 
@@ -835,7 +1147,6 @@ class CudaBackend final : public runtime::BackendInterface {
       ET_TRY(plan_instruction(m, k, &op.plan));
       op.args = m.instruction_args(k);
       op.name = m.instruction_operator(k);
-      if (op.plan.kind == OpKind::Conv) ET_TRY(prepare_conv(op));
       if (op.plan.kind == OpKind::BatchNorm) ET_TRY(prepare_batch_norm(op));
       if (op.plan.kind == OpKind::Int8Linear) ET_TRY(prepare_int8_linear(op));
       d->checks_indices |= op.plan.kind == OpKind::Embedding || op.plan.kind == OpKind::IndexSelect;
@@ -850,6 +1161,40 @@ class CudaBackend final : public runtime::BackendInterface {
     }
     fuse_epilogues(d->ops, m);
     ET_TRY(ecuda::to_error(cudaStreamCreateWithFlags(&d->own_stream, cudaStreamNonBlocking), "CudaBackend: stream"));
+    // Layouts first; an NHWC convolution cuDNN refuses keeps its output NCHW, and all is planned again.
+    std::unordered_set<const EValue*> nchw;
+    for (bool planned = false; !planned;) {
+      if (cudnn_available() && layouts_enabled()) choose_layouts(d->ops, m, nchw);
+      planned = true;
+      for (Op& op : d->ops) {
+        if (op.plan.kind != OpKind::Conv) continue;
+        op.cudnn.reset(), op.shim.clear(), op.scratch.clear(), op.layout_x = DeviceBuffer(), op.layout_w = DeviceBuffer();
+        ET_TRY(prepare_layouts(op));
+        const bool cudnn = plan_cudnn(op, d->conv_workspace, d->conv_workspace_bytes);
+        // Depthwise convolutions have a built-in kernel in both layouts; the others, in NCHW only.
+        const bool builtin = !op.nhwc || is_depthwise(op.plan);
+        if (!cudnn && !builtin) {
+          nchw.insert(op.args[9]);
+          planned = false;
+          break;
+        }
+        const bool tune = cudnn && builtin && !cudnn_forced();
+        if (!cudnn || tune) ET_TRY(prepare_conv(op));
+        if (tune) {
+          op.workspace = d->conv_workspace.ptr;
+          keep_faster_conv(op, d->own_stream);
+        }
+      }
+    }
+    for (Op& op : d->ops) {
+      op.workspace = d->conv_workspace.ptr;
+      if (op.plan.kind == OpKind::RowReduce && op.nhwc) {  // the pixel sums' partials
+        const Tensor& x = op.args[0]->to_tensor();
+        op.scratch.emplace_back();
+        const size_t floats = static_cast<size_t>(pixel_reduce_partials(x.size(0), x.size(2) * x.size(3), x.size(1)));
+        ET_TRY(ecuda::to_error(cudaMalloc(&op.scratch.back().ptr, floats * sizeof(float) + 4), "CudaBackend: mean scratch"));
+      }
+    }
     if (d->checks_indices) {
       ET_TRY(ecuda::to_error(cudaMalloc(&d->index_error.ptr, sizeof(int)), "CudaBackend: index check"));
       ET_TRY(ecuda::to_error(cudaMemset(d->index_error.ptr, 0, sizeof(int)), "CudaBackend: index check"));
