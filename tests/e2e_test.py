@@ -193,3 +193,35 @@ def test_half_precision_inputs_and_outputs(dtype) -> None:
         with pytest.raises(TypeError, match="unsupported dtype int16"):  # bits only where the input is bfloat16
             Runtime.get().load_program(export(_Transpose(), (torch.randn(3, 5),))).load_method().execute(
                 [np.zeros((3, 5), np.int16)])
+
+
+class _BatchFirstAttention(torch.nn.Module):
+    """nn.MultiheadAttention, batch first: its projections are linear layers on a transposed input,
+    which decomposition turns into bmm against the weight expanded to every batch."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.attention = torch.nn.MultiheadAttention(32, 4, batch_first=True)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.attention(x, x, x, need_weights=False)[0]
+
+
+def test_linear_on_a_transposed_input_is_one_matrix_product() -> None:
+    """The expanded weight is not stored per batch, and the projection runs as addmm: the program's
+    constants stay the size of the parameters, and no bmm is left."""
+    from executorch.serialization.pte import KernelCall, deserialize
+
+    torch.manual_seed(0)
+    model = _BatchFirstAttention().eval()
+    x = torch.randn(8, 5, 32)
+    pte = export(model, (x,))
+    plan = deserialize(pte).plans[0]
+    ops = [plan.operators[i.op_index][0] for i in plan.instructions if isinstance(i, KernelCall)]
+    assert "aten::bmm" not in ops and "aten::expand" not in ops
+    assert ops.count("aten::addmm") == 2  # the packed input projection and the output projection
+    param_bytes = sum(p.numel() * 4 for p in model.parameters())
+    assert len(pte) < 2 * param_bytes + 65536
+    (ours,) = Runtime.get().load_program(pte).load_method().execute([x.numpy()])
+    with torch.no_grad():
+        assert_close(ours, model(x).numpy())

@@ -1,5 +1,7 @@
 #include <executorch/backends/cuda/kernels/gemm.h>
 
+#include <climits>
+
 namespace executorch {
 namespace backends {
 namespace cuda {
@@ -42,7 +44,10 @@ template <typename T>
 __global__ void broadcast_rows_kernel(int64_t m, int64_t n, const T* __restrict__ bias, int64_t bias_numel,
                                       T* __restrict__ c) {
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i < m * n) c[i] = bias[bias_numel == n ? i % n : i];
+  if (i >= m * n) return;
+  // 32-bit remainders where they fit: 64-bit division is a long sequence on the GPU.
+  const int64_t col = bias_numel != n ? i : m * n <= INT32_MAX ? static_cast<uint32_t>(i) % static_cast<uint32_t>(n) : i % n;
+  c[i] = bias[col];
 }
 
 }  // namespace

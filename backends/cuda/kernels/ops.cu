@@ -48,14 +48,124 @@ __device__ float apply(Unary op, float x, float p0, float p1) {
   return x;
 }
 
-// Element offset of output element i in an operand with `strides` (0 where broadcast).
-__device__ int64_t broadcast_offset(int64_t i, const Broadcast& s, const int64_t* strides) {
-  int64_t off = 0;
-  for (int d = s.dim - 1; d >= 0; --d) {
-    off += (i % s.out_sizes[d]) * strides[d];
-    i /= s.out_sizes[d];
+// Offsets into K operands of each element of a contiguous output, in 32-bit arithmetic where
+// everything fits (64-bit division is a long software sequence on the GPU). Built on the host by
+// make_offsets, which drops size-1 dimensions and merges dimensions every operand walks
+// contiguously, so a same-shape or row-broadcast operand costs one or two divisions, shared by all K.
+template <typename Index, int K>
+struct Offsets {
+  int dim;
+  Index sizes[kMaxOpDims];
+  Index strides[K][kMaxOpDims];
+};
+
+template <typename Index, int K>
+__device__ __forceinline__ void offsets_of(Index i, const Offsets<Index, K>& s, Index* off) {
+#pragma unroll
+  for (int k = 0; k < K; ++k) off[k] = 0;
+  if (s.dim == 1) {
+#pragma unroll
+    for (int k = 0; k < K; ++k) off[k] = i * s.strides[k][0];
+    return;
   }
-  return off;
+  for (int d = s.dim - 1; d > 0; --d) {
+    const Index q = i / s.sizes[d], r = i - q * s.sizes[d];
+#pragma unroll
+    for (int k = 0; k < K; ++k) off[k] += r * s.strides[k][d];
+    i = q;
+  }
+#pragma unroll
+  for (int k = 0; k < K; ++k) off[k] += i * s.strides[k][0];
+}
+
+// Elements per thread of the elementwise kernels (a block covers kThreads * kPerThread).
+constexpr int kPerThread = 4;
+
+unsigned elementwise_blocks(int64_t n) {
+  return static_cast<unsigned>((n + kThreads * kPerThread - 1) / (kThreads * kPerThread));
+}
+
+// The collapsed walk of `dim` output sizes over K operands' strides; false where it needs 64 bits.
+template <typename Index, int K>
+bool make_offsets(int dim, const int64_t* sizes, const int64_t* const* strides, int64_t n, Offsets<Index, K>* out) {
+  int64_t sz[kMaxOpDims], st[K][kMaxOpDims];
+  int m = 0;
+  for (int d = 0; d < dim; ++d) {
+    if (sizes[d] == 1) continue;
+    bool merge = m > 0;
+    for (int k = 0; k < K && merge; ++k) merge = st[k][m - 1] == strides[k][d] * sizes[d];
+    if (merge) {
+      sz[m - 1] *= sizes[d];
+      for (int k = 0; k < K; ++k) st[k][m - 1] = strides[k][d];
+      continue;
+    }
+    sz[m] = sizes[d];
+    for (int k = 0; k < K; ++k) st[k][m] = strides[k][d];
+    ++m;
+  }
+  if (m == 0) {  // one element
+    sz[0] = 1;
+    for (int k = 0; k < K; ++k) st[k][0] = 0;
+    m = 1;
+  }
+  constexpr int64_t kLimit = int64_t{1} << 31;
+  if (sizeof(Index) == 4) {
+    if (n >= kLimit) return false;
+    for (int k = 0; k < K; ++k) {
+      int64_t span = 0;
+      for (int d = 0; d < m; ++d) {
+        if (st[k][d] < 0) return false;  // unsigned offsets
+        span += (sz[d] - 1) * st[k][d];
+      }
+      if (span >= kLimit) return false;
+    }
+  }
+  out->dim = m;
+  for (int d = 0; d < m; ++d) {
+    out->sizes[d] = static_cast<Index>(sz[d]);
+    for (int k = 0; k < K; ++k) out->strides[k][d] = static_cast<Index>(st[k][d]);
+  }
+  return true;
+}
+
+// out[i] = body.load(off) for each output element i, off[k] its offset in operand k. Every
+// thread's loads are issued before its stores, so they overlap (the operands are not restrict).
+template <typename Index, int K, typename Body>
+__global__ void elementwise_kernel(Offsets<Index, K> s, int64_t n, Body body) {
+  const int64_t base = static_cast<int64_t>(blockIdx.x) * (kThreads * kPerThread) + threadIdx.x;
+  typename Body::Value values[kPerThread];
+#pragma unroll
+  for (int j = 0; j < kPerThread; ++j) {
+    const int64_t i = base + j * kThreads;
+    if (i < n) {
+      Index off[K];
+      offsets_of(static_cast<Index>(i), s, off);
+      values[j] = body.load(off);
+    }
+  }
+#pragma unroll
+  for (int j = 0; j < kPerThread; ++j) {
+    const int64_t i = base + j * kThreads;
+    if (i < n) body.out[i] = values[j];
+  }
+}
+
+// Runs `body` over the n elements of a contiguous output of `dim` sizes, K operands at `strides`,
+// with 32-bit offsets where they fit, else 64-bit.
+template <int K, typename Body>
+cudaError_t launch_elementwise(int dim, const int64_t* sizes, const int64_t* const* strides, int64_t n, Body body,
+                               cudaStream_t stream) {
+  if (n == 0) return cudaSuccess;
+  if (dim > kMaxOpDims) return cudaErrorInvalidValue;
+  Offsets<uint32_t, K> small;
+  if (make_offsets(dim, sizes, strides, n, &small)) {
+    elementwise_kernel<<<elementwise_blocks(n), kThreads, 0, stream>>>(small, n, body);
+  } else {
+    Offsets<int64_t, K> large;
+    make_offsets(dim, sizes, strides, n, &large);
+    elementwise_kernel<<<elementwise_blocks(n), kThreads, 0, stream>>>(large, n, body);
+  }
+  return cudaGetLastError();
 }
 
 // Sum over a block of kThreads threads (all threads get it).
@@ -85,37 +195,57 @@ __device__ float block_max(float v, float* shared) {
 
 template <typename T>
 __global__ void unary_kernel(Unary op, float p0, float p1, const T* __restrict__ x, T* __restrict__ y, int64_t n) {
-  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i < n) y[i] = st<T>(apply(op, ld(x[i]), p0, p1));
-}
-
-template <typename T>
-__global__ void binary_kernel(Binary op, const T* __restrict__ a, const T* __restrict__ b, float scalar, float alpha,
-                              T* __restrict__ out, int64_t n, Broadcast s) {
-  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i >= n) return;
-  const float x = ld(a[broadcast_offset(i, s, s.a_strides)]);
-  const float y = (b ? ld(b[broadcast_offset(i, s, s.b_strides)]) : scalar) * alpha;
-  float r = 0.f;
-  switch (op) {
-    case Binary::Add: r = x + y; break;
-    case Binary::Sub: r = x - y; break;
-    case Binary::Mul: r = x * y; break;
-    case Binary::Div: r = x / y; break;
-    case Binary::Max: r = (x > y || x != x) ? x : y; break;  // NaN wins, as in torch.maximum
-    case Binary::Min: r = (x < y || x != x) ? x : y; break;
+  const int64_t base = static_cast<int64_t>(blockIdx.x) * (kThreads * kPerThread) + threadIdx.x;
+  float v[kPerThread];
+#pragma unroll
+  for (int j = 0; j < kPerThread; ++j) {
+    const int64_t i = base + j * kThreads;
+    v[j] = i < n ? ld(x[i]) : 0.f;
   }
-  out[i] = st<T>(r);
+#pragma unroll
+  for (int j = 0; j < kPerThread; ++j) {
+    const int64_t i = base + j * kThreads;
+    if (i < n) y[i] = st<T>(apply(op, v[j], p0, p1));
+  }
 }
 
 template <typename T>
-__global__ void where_kernel(const bool* __restrict__ c, const T* __restrict__ a, const T* __restrict__ b,
-                             T* __restrict__ out, int64_t n, Broadcast s) {
-  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i >= n) return;
-  out[i] = c[broadcast_offset(i, s, s.c_strides)] ? a[broadcast_offset(i, s, s.a_strides)]
-                                                   : b[broadcast_offset(i, s, s.b_strides)];
-}
+struct BinaryBody {
+  using Value = T;
+  Binary op;
+  const T* a;
+  const T* b;
+  float scalar, alpha;
+  T* out;
+  template <typename Index>
+  __device__ T load(const Index* off) const {
+    const float x = ld(a[off[0]]);
+    const float y = (b ? ld(b[off[1]]) : scalar) * alpha;
+    float r = 0.f;
+    switch (op) {
+      case Binary::Add: r = x + y; break;
+      case Binary::Sub: r = x - y; break;
+      case Binary::Mul: r = x * y; break;
+      case Binary::Div: r = x / y; break;
+      case Binary::Max: r = (x > y || x != x) ? x : y; break;  // NaN wins, as in torch.maximum
+      case Binary::Min: r = (x < y || x != x) ? x : y; break;
+    }
+    return st<T>(r);
+  }
+};
+
+template <typename T>
+struct WhereBody {
+  using Value = T;
+  const bool* c;
+  const T* a;
+  const T* b;
+  T* out;
+  template <typename Index>
+  __device__ T load(const Index* off) const {
+    return c[off[2]] ? a[off[0]] : b[off[1]];
+  }
+};
 
 template <typename T>
 __global__ void compare_kernel(Compare op, const T* __restrict__ x, float v, bool* __restrict__ out, int64_t n) {
@@ -229,15 +359,17 @@ __global__ void attention_kernel(const T* __restrict__ q, const T* __restrict__ 
   float* values = keys + kAttentionKeys * (e_dim + 1);  // [kAttentionKeys][v_dim]
   float* queries = values + kAttentionKeys * v_dim;     // [kAttentionRowsPerBlock][e_dim], scaled
   const int64_t bh = blockIdx.x, b = bh / s.q_heads, h = bh % s.q_heads;
-  const int64_t kv = b * s.kv_heads + h / (s.q_heads / s.kv_heads);
-  const T* kb = k + kv * s.kv_len * e_dim;
-  const T* vb = v + kv * s.kv_len * v_dim;
+  const int64_t hk = h / (s.q_heads / s.kv_heads);
+  const T* kb = k + b * s.k_strides[0] + hk * s.k_strides[1];
+  const T* vb = v + b * s.v_strides[0] + hk * s.v_strides[1];
+  const int64_t k_row = s.k_strides[2], v_row = s.v_strides[2];
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int64_t row0 = static_cast<int64_t>(blockIdx.y) * kAttentionRowsPerBlock, i = row0 + warp;
   const bool active = i < s.q_len;
   float* qi = queries + warp * e_dim;
   if (active) {
-    for (int e = lane; e < e_dim; e += 32) qi[e] = ld(q[(bh * s.q_len + i) * e_dim + e]) * s.scale;
+    const T* qrow = q + b * s.q_strides[0] + h * s.q_strides[1] + i * s.q_strides[2];
+    for (int e = lane; e < e_dim; e += 32) qi[e] = ld(qrow[e]) * s.scale;
   }
   const int64_t mask_row = b * s.mask_strides[0] + h * s.mask_strides[1] + i * s.mask_strides[2];
   float m = -INFINITY, l = 0.f, acc[kAttentionSlots] = {};
@@ -246,9 +378,11 @@ __global__ void attention_kernel(const T* __restrict__ q, const T* __restrict__ 
     const int n = static_cast<int>(min(static_cast<int64_t>(kAttentionKeys), last - j0));
     __syncthreads();  // the previous tile is consumed
     for (int t = threadIdx.x; t < n * e_dim; t += blockDim.x) {
-      keys[(t / e_dim) * (e_dim + 1) + t % e_dim] = ld(kb[(j0 + t / e_dim) * e_dim + t % e_dim]);
+      keys[(t / e_dim) * (e_dim + 1) + t % e_dim] = ld(kb[(j0 + t / e_dim) * k_row + t % e_dim]);
     }
-    for (int t = threadIdx.x; t < n * v_dim; t += blockDim.x) values[t] = ld(vb[j0 * v_dim + t]);
+    for (int t = threadIdx.x; t < n * v_dim; t += blockDim.x) {
+      values[t] = ld(vb[(j0 + t / v_dim) * v_row + t % v_dim]);
+    }
     __syncthreads();
     if (!active) continue;
     const int64_t j = j0 + lane;
@@ -310,22 +444,27 @@ __global__ void layer_norm_kernel(const T* __restrict__ x, const T* __restrict__
   }
 }
 
-struct CopyShape {
-  int dim;
-  int64_t sizes[kMaxOpDims];
-  int64_t strides[kMaxOpDims];
+template <typename T>
+struct CopyBody {
+  using Value = T;
+  const T* in;
+  T* out;
+  template <typename Index>
+  __device__ T load(const Index* off) const {
+    return in[off[0]];
+  }
+};
+
+// 16 bytes moved as one element.
+struct alignas(16) Bytes16 {
+  uint4 v;
 };
 
 template <typename T>
-__global__ void strided_copy_kernel(const T* __restrict__ in, T* __restrict__ out, CopyShape s, int64_t n) {
-  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i >= n) return;
-  int64_t rem = i, off = 0;
-  for (int d = s.dim - 1; d >= 0; --d) {
-    off += (rem % s.sizes[d]) * s.strides[d];
-    rem /= s.sizes[d];
-  }
-  out[i] = in[off];
+cudaError_t copy_as(const void* in, void* out, int dim, const int64_t* sizes, const int64_t* const* strides, int64_t n,
+                    cudaStream_t stream) {
+  return launch_elementwise<1>(dim, sizes, strides, n, CopyBody<T>{static_cast<const T*>(in), static_cast<T*>(out)},
+                               stream);
 }
 
 struct PadShape {
@@ -557,24 +696,23 @@ cudaError_t kernels_loadable() {
 template <typename T>
 cudaError_t launch_unary(Unary op, float p0, float p1, const T* x, T* y, int64_t n, cudaStream_t stream) {
   if (n == 0) return cudaSuccess;
-  unary_kernel<<<blocks_for(n), kThreads, 0, stream>>>(op, p0, p1, x, y, n);
+  unary_kernel<<<elementwise_blocks(n), kThreads, 0, stream>>>(op, p0, p1, x, y, n);
   return cudaGetLastError();
 }
 
 template <typename T>
 cudaError_t launch_binary(Binary op, const T* a, const T* b, float scalar, float alpha, T* out, int64_t n,
                           const Broadcast& shape, cudaStream_t stream) {
-  if (n == 0) return cudaSuccess;
-  binary_kernel<<<blocks_for(n), kThreads, 0, stream>>>(op, a, b, scalar, alpha, out, n, shape);
-  return cudaGetLastError();
+  const int64_t* strides[] = {shape.a_strides, shape.b_strides};
+  return launch_elementwise<2>(shape.dim, shape.out_sizes, strides, n, BinaryBody<T>{op, a, b, scalar, alpha, out},
+                               stream);
 }
 
 template <typename T>
 cudaError_t launch_where(const bool* cond, const T* a, const T* b, T* out, int64_t n, const Broadcast& shape,
                          cudaStream_t stream) {
-  if (n == 0) return cudaSuccess;
-  where_kernel<<<blocks_for(n), kThreads, 0, stream>>>(cond, a, b, out, n, shape);
-  return cudaGetLastError();
+  const int64_t* strides[] = {shape.a_strides, shape.b_strides, shape.c_strides};
+  return launch_elementwise<3>(shape.dim, shape.out_sizes, strides, n, WhereBody<T>{cond, a, b, out}, stream);
 }
 
 template <typename T>
@@ -618,6 +756,13 @@ cudaError_t launch_softmax(const T* x, T* y, int64_t rows, int64_t cols, bool lo
   return cudaGetLastError();
 }
 
+void contiguous_attention_strides(AttentionShape* s) {
+  const int64_t q[3] = {s->q_heads * s->q_len * s->head_dim, s->q_len * s->head_dim, s->head_dim};
+  const int64_t k[3] = {s->kv_heads * s->kv_len * s->head_dim, s->kv_len * s->head_dim, s->head_dim};
+  const int64_t v[3] = {s->kv_heads * s->kv_len * s->value_dim, s->kv_len * s->value_dim, s->value_dim};
+  for (int d = 0; d < 3; ++d) s->q_strides[d] = q[d], s->k_strides[d] = k[d], s->v_strides[d] = v[d];
+}
+
 template <typename T>
 cudaError_t launch_attention(const T* q, const T* k, const T* v, const void* mask, T* out, const AttentionShape& s,
                              cudaStream_t stream) {
@@ -648,16 +793,45 @@ cudaError_t launch_strided_copy(const void* in, void* out, int dim, const int64_
                                 int64_t n, int element_size, cudaStream_t stream) {
   if (n == 0) return cudaSuccess;
   if (dim > kMaxOpDims) return cudaErrorInvalidValue;
-  CopyShape s{dim, {}, {}};
-  for (int d = 0; d < dim; ++d) s.sizes[d] = out_sizes[d], s.strides[d] = in_strides[d];
+  // Runs of contiguous elements move as wider ones (up to 16 bytes): where the innermost
+  // dimension is read contiguously and every size and stride allows, `group` elements are one.
+  int64_t sizes[kMaxOpDims], st[kMaxOpDims];
+  for (int d = 0; d < dim; ++d) sizes[d] = out_sizes[d], st[d] = in_strides[d];
+  int last = dim - 1;
+  while (last > 0 && sizes[last] == 1) --last;
+  int group = 1;
+  if (dim > 0 && st[last] == 1) {
+    const auto aligned = [&](int bytes) {
+      if (reinterpret_cast<uintptr_t>(in) % bytes || reinterpret_cast<uintptr_t>(out) % bytes) return false;
+      const int64_t g = bytes / element_size;
+      if (sizes[last] % g) return false;
+      for (int d = 0; d < last; ++d) {
+        if (sizes[d] != 1 && st[d] % g) return false;
+      }
+      return true;
+    };
+    for (int bytes = 16; bytes > element_size; bytes /= 2) {
+      if (bytes % element_size == 0 && aligned(bytes)) {
+        group = bytes / element_size;
+        break;
+      }
+    }
+  }
+  if (group > 1) {
+    sizes[last] /= group;
+    for (int d = 0; d < last; ++d) st[d] /= group;
+    n /= group;
+    element_size *= group;
+  }
+  const int64_t* strides[] = {st};
   switch (element_size) {
-    case 1: strided_copy_kernel<<<blocks_for(n), kThreads, 0, stream>>>(static_cast<const uint8_t*>(in), static_cast<uint8_t*>(out), s, n); break;
-    case 2: strided_copy_kernel<<<blocks_for(n), kThreads, 0, stream>>>(static_cast<const uint16_t*>(in), static_cast<uint16_t*>(out), s, n); break;
-    case 4: strided_copy_kernel<<<blocks_for(n), kThreads, 0, stream>>>(static_cast<const uint32_t*>(in), static_cast<uint32_t*>(out), s, n); break;
-    case 8: strided_copy_kernel<<<blocks_for(n), kThreads, 0, stream>>>(static_cast<const uint64_t*>(in), static_cast<uint64_t*>(out), s, n); break;
+    case 1: return copy_as<uint8_t>(in, out, dim, sizes, strides, n, stream);
+    case 2: return copy_as<uint16_t>(in, out, dim, sizes, strides, n, stream);
+    case 4: return copy_as<uint32_t>(in, out, dim, sizes, strides, n, stream);
+    case 8: return copy_as<uint64_t>(in, out, dim, sizes, strides, n, stream);
+    case 16: return copy_as<Bytes16>(in, out, dim, sizes, strides, n, stream);
     default: return cudaErrorInvalidValue;
   }
-  return cudaGetLastError();
 }
 
 template <typename T>

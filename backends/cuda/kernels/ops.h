@@ -57,7 +57,8 @@ template <typename T>
 cudaError_t launch_softmax(const T* x, T* y, int64_t rows, int64_t cols, bool log, cudaStream_t stream);
 // Scaled dot-product attention over `batch` x `q_heads` heads: query [q_len, head_dim] per head,
 // key [kv_len, head_dim] and value [kv_len, value_dim] per key/value head (query head h reads
-// key/value head h / (q_heads / kv_heads)), out [q_len, value_dim] per head; all contiguous.
+// key/value head h / (q_heads / kv_heads)), out [q_len, value_dim] per head, contiguous; q, k
+// and v at their strides.
 // mask: None, bool (true: attend) or additive (of T), element (b, h, i, j) at
 // b * mask_strides[0] + h * mask_strides[1] + i * mask_strides[2] + j * mask_strides[3].
 // head_dim and value_dim are at most kMaxAttentionHeadDim; q_len at most kMaxAttentionQueries.
@@ -67,7 +68,12 @@ struct AttentionShape {
   bool causal;  // key j hidden from query i where j > i
   AttentionMask mask;
   int64_t mask_strides[4];
+  // Element strides of batch, head and position in q, k and v (each row of head_dim or value_dim
+  // elements contiguous): contiguous_attention_strides's, or those of a permuted view read in place.
+  int64_t q_strides[3], k_strides[3], v_strides[3];
 };
+// The strides of contiguous [batch, heads, len, dim] q, k and v.
+void contiguous_attention_strides(AttentionShape* s);
 template <typename T>
 cudaError_t launch_attention(const T* q, const T* k, const T* v, const void* mask, T* out, const AttentionShape& s,
                              cudaStream_t stream);

@@ -644,8 +644,9 @@ Error run_typed(const Op& op, void* index_error, cudaStream_t stream) {
       const int64_t* v = op.plan.ints;
       const float scale = a[6]->is_none() ? 1.f / std::sqrt(static_cast<float>(std::max<int64_t>(v[5], 1)))
                                           : static_cast<float>(a[6]->scalar_as_double());
-      const AttentionShape shape{v[0], v[1], v[2], v[3], v[4], v[5], v[6], scale, v[7] != 0,
-                                 static_cast<AttentionMask>(v[8]), {v[9], v[10], v[11], v[12]}};
+      AttentionShape shape{v[0], v[1], v[2], v[3], v[4], v[5], v[6], scale, v[7] != 0,
+                           static_cast<AttentionMask>(v[8]), {v[9], v[10], v[11], v[12]}, {}, {}, {}};
+      contiguous_attention_strides(&shape);
       const void* mask = a[3]->is_tensor() ? a[3]->to_tensor().const_data_ptr() : nullptr;
       status = launch_attention(ptr<T>(a[0]), ptr<T>(a[1]), ptr<T>(a[2]), mask, ptr<T>(a[8]), shape, stream);
       break;

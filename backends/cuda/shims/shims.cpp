@@ -342,6 +342,13 @@ AOTITorchError aoti_torch_cuda_addmm_out(AtenTensorHandle out, AtenTensorHandle 
     return AOTI_TORCH_FAILURE;
   }
   const cudaStream_t stream = stream_now();
+  // A linear layer's bias (one per column, added once) goes in cuBLASLt's epilogue where it can.
+  if (self != nullptr && beta == 1.0 && alpha == 1.0 && self->numel() == n && !self->sizes.empty() &&
+      self->sizes.back() == n && m > 0 && n > 0 &&
+      kc::cublas_available() && kc::cublaslt_gemm_bias(type, m, n, k, mat1->data(), mat2->data(), self->data(),
+                                                        out->data(), stream) == nullptr) {
+    return AOTI_TORCH_SUCCESS;
+  }
   cudaError_t status = cudaSuccess;
   if (self != nullptr && beta != 0.0) {
     status = kc::launch_broadcast_rows(m, n, self->data(), self->numel(), out->data(),

@@ -14,6 +14,7 @@ from executorch.export import _dtypes
 from executorch.export._errors import ExportError, UnsupportedOperatorError
 from executorch.export._planner import Allocation, plan
 from executorch.export._quantize import quantize_linear_int8
+from executorch.export._rewrite import simplify
 from executorch.serialization.pte import KernelCall, Plan, ProgramSpec, TensorSpec, Value, serialize
 
 DTYPE_CODES = {
@@ -537,6 +538,7 @@ def export(
         except Exception as e:  # torch's own message says what could not be traced
             raise ExportError(f"torch.export could not capture the module: {e}") from e
         ep = ep.run_decompositions(_decompositions())
+        simplify(ep)
     widen = dtype if dtype in (torch.float16, torch.bfloat16) and backend != "cuda" else None
     plan_, constants = _lower(ep, method_name, set(supported_operators()), widen)
     segments = [constants]

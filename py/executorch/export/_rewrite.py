@@ -1,0 +1,118 @@
+"""Graph rewrites before lowering: the same values from fewer or cheaper operators.
+
+Decomposition leaves patterns no kernel should run as written. A linear layer on a non-contiguous
+input (nn.MultiheadAttention's projections, batch first) becomes a bmm against its weight expanded
+to every batch: folded at export, that is one weight copy per batch in the program, read on every
+call. Here it becomes the matrix product it is, with the bias added by addmm.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+aten = torch.ops.aten
+_VIEWS = {aten.view.default, aten._unsafe_view.default}
+
+
+def _meta(like: torch.Tensor, shape: list[int]) -> torch.Tensor:
+    return torch.empty(shape, dtype=like.dtype, device="meta")
+
+
+def _node(graph: torch.fx.Graph, target: Any, args: tuple, like: torch.Tensor, shape: list[int]) -> torch.fx.Node:
+    n = graph.call_function(target, args)
+    n.meta["val"] = _meta(like, shape)
+    return n
+
+
+def _shape(n: Any) -> list[int] | None:
+    val = n.meta.get("val") if isinstance(n, torch.fx.Node) else None
+    return list(val.shape) if isinstance(val, torch.Tensor) else None
+
+
+def _constant_nodes(ep: torch.export.ExportedProgram) -> set[torch.fx.Node]:
+    """Nodes that depend on no user input (parameters, buffers, constants and what they compute)."""
+    sig = ep.graph_signature
+    names = {*sig.inputs_to_parameters, *sig.inputs_to_buffers, *sig.inputs_to_lifted_tensor_constants}
+    const: set[torch.fx.Node] = set()
+    for n in ep.graph.nodes:
+        if n.op == "placeholder" and n.name in names:
+            const.add(n)
+        elif n.op == "call_function" and all(a in const for a in n.all_input_nodes):
+            const.add(n)
+    return const
+
+
+def _drop_identity_expands(graph: torch.fx.Graph) -> None:
+    """expand to the shape the tensor already has is the tensor itself."""
+    for n in list(graph.nodes):
+        if n.op == "call_function" and n.target == aten.expand.default and _shape(n) == _shape(n.args[0]):
+            n.replace_all_uses_with(n.args[0])
+            graph.erase_node(n)
+
+
+def _single_user(n: torch.fx.Node) -> torch.fx.Node | None:
+    users = list(n.users)
+    return users[0] if len(users) == 1 else None
+
+
+def _bias_add(out: torch.fx.Node, columns: int, dtype: torch.dtype, const: set[torch.fx.Node]) -> tuple | None:
+    """The add of a per-column constant vector that alone reads `out` (through views): (add, bias)."""
+    node = out
+    while (user := _single_user(node)) is not None and user.target in _VIEWS:
+        node = user
+    add = _single_user(node)
+    if add is None or add.target != aten.add.Tensor or add.kwargs.get("alpha", 1) != 1 or len(add.args) != 2:
+        return None
+    bias = add.args[1] if add.args[0] is node else add.args[0]
+    if not isinstance(bias, torch.fx.Node) or bias not in const or _shape(bias) != [columns]:
+        return None
+    if bias.meta["val"].dtype != dtype or _shape(add) != _shape(node):
+        return None
+    return add, bias
+
+
+def _batched_to_mm(graph: torch.fx.Graph, const: set[torch.fx.Node]) -> None:
+    """bmm(a, expand(w)) with w the same for every batch is mm(a as rows, w); a per-column constant
+    added to it after, addmm."""
+    for n in list(graph.nodes):
+        if n.op != "call_function" or n.target != aten.bmm.default:
+            continue
+        a, b = n.args
+        while isinstance(b, torch.fx.Node) and b.target in _VIEWS and _shape(b) == _shape(b.args[0]):
+            b = b.args[0]  # a view to the same shape
+        if not isinstance(b, torch.fx.Node) or b.target != aten.expand.default or a in const:
+            continue
+        src = b.args[0]
+        src_shape, a_shape = _shape(src), _shape(a)
+        if src_shape is None or a_shape is None or not (len(src_shape) == 2 or (len(src_shape) == 3 and src_shape[0] == 1)):
+            continue
+        batch, m, k = a_shape
+        cols = src_shape[-1]
+        like = n.meta["val"]
+        with graph.inserting_before(n):
+            rows = _node(graph, aten.view.default, (a, [batch * m, k]), like, [batch * m, k])
+            w = src if len(src_shape) == 2 else _node(graph, aten.select.int, (src, 0, 0), like, src_shape[1:])
+            fused = _bias_add(n, cols, like.dtype, const)
+            if fused is not None:
+                add, bias = fused
+                mm = _node(graph, aten.addmm.default, (bias, rows, w), like, [batch * m, cols])
+            else:
+                mm = _node(graph, aten.mm.default, (rows, w), like, [batch * m, cols])
+            out = _node(graph, aten.view.default, (mm, [batch, m, cols]), like, [batch, m, cols])
+        n.replace_all_uses_with(out)
+        graph.erase_node(n)
+        if fused is not None:
+            # The views between hold the sum now; the add's readers read them.
+            add.replace_all_uses_with(add.args[0] if add.args[1] is bias else add.args[1])
+            graph.erase_node(add)
+
+
+def simplify(ep: torch.export.ExportedProgram) -> None:
+    """Rewrites `ep`'s graph in place (after decomposition, before lowering)."""
+    graph = ep.graph
+    _drop_identity_expands(graph)
+    _batched_to_mm(graph, _constant_nodes(ep))
+    graph.eliminate_dead_code()
+    graph.lint()
