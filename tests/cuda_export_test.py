@@ -271,6 +271,41 @@ class ChannelsLastBlocks(torch.nn.Module):
         return torch.cat([head.flatten(1), f.adaptive_avg_pool2d(self.side(y), 1).flatten(1)], 1)
 
 
+class AttentionBlocks(torch.nn.Module):
+    """Multi-head attention as models write it: nn.MultiheadAttention batch first (its projections on
+    a transposed input, heads split by permutes that CudaBackend's attention reads in place), then
+    heads split by hand from one packed projection, causal."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.attention = torch.nn.MultiheadAttention(32, 4, batch_first=True)
+        self.qkv = torch.nn.Linear(32, 96)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.attention(x, x, x, need_weights=False)[0] + x
+        b, n, e = y.shape
+        q, k, v = self.qkv(y).view(b, n, 3, 4, e // 4).permute(2, 0, 3, 1, 4)
+        z = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+        return z.transpose(1, 2).reshape(b, n, e) + y
+
+
+class ElementwiseChains(torch.nn.Module):
+    """Elementwise runs CudaBackend computes in one pass: GPT-2's tanh GELU written out (its input
+    read three times), a broadcast constant and scalar operands; `y` is read after its run, so it
+    is kept."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.linear = torch.nn.Linear(16, 16)
+        self.register_buffer("scale", torch.linspace(0.5, 1.5, 16))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.linear(x)
+        g = 0.5 * h * (1.0 + torch.tanh(0.7978845608 * (h + 0.044715 * torch.pow(h, 3.0))))
+        y = (g * self.scale - 0.25) / 1.5
+        return torch.sigmoid(self.linear(torch.relu(y))) * 2.0 + y
+
+
 def test_batch_norm_is_folded_into_the_convolution_before_it() -> None:
     from executorch.serialization.pte import deserialize
 
@@ -289,8 +324,9 @@ def test_batch_norm_is_folded_into_the_convolution_before_it() -> None:
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
-@pytest.mark.parametrize("model, shape", [(ConvBlocks, (2, 4, 8, 8)), (ChannelsLastBlocks, (2, 3, 32, 32))])
-def test_conv_blocks_are_one_delegate_call(model, shape, dtype) -> None:
+@pytest.mark.parametrize("model, shape", [(ConvBlocks, (2, 4, 8, 8)), (ChannelsLastBlocks, (2, 3, 32, 32)),
+                                          (AttentionBlocks, (3, 9, 32)), (ElementwiseChains, (4, 16))])
+def test_blocks_are_one_delegate_call(model, shape, dtype) -> None:
     from executorch.serialization.pte import deserialize
 
     torch.manual_seed(0)

@@ -7,7 +7,9 @@ in and out of Method.execute.
 - ConvBlocks: batch norm folded into convolutions, residual adds and activations fused into the
   convolution's epilogue, 1x1 convolutions without im2col;
 - ChannelsLastBlocks: NHWC tensors between cuDNN convolutions (pooling, means over pixels,
-  broadcasts, depthwise convolution) and the conversions back to NCHW.
+  broadcasts, depthwise convolution) and the conversions back to NCHW;
+- AttentionBlocks: multi-head attention reading permuted q, k and v in place, and split by hand;
+- ElementwiseChains: runs of elementwise ops computed in one pass (GPT-2's GELU written out).
 
     python3 tools/gpu/ops_check.py .
 """
@@ -19,7 +21,7 @@ import torch
 sys.path.insert(0, sys.argv[1])
 from executorch.export import export
 from executorch.runtime import Runtime
-from tests.cuda_export_test import ChannelsLastBlocks, ConvBlocks, VisionOps
+from tests.cuda_export_test import AttentionBlocks, ChannelsLastBlocks, ConvBlocks, ElementwiseChains, VisionOps
 
 BOUNDS = ((torch.float32, 1e-4), (torch.float16, 1e-2), (torch.bfloat16, 6e-2))
 
@@ -86,4 +88,8 @@ torch.manual_seed(0)
 check_dtypes("ConvBlocks", ConvBlocks().eval(), torch.randn(2, 4, 8, 8))
 torch.manual_seed(0)
 check_dtypes("ChannelsLastBlocks", ChannelsLastBlocks().eval(), torch.randn(2, 3, 32, 32))
+torch.manual_seed(0)
+check_dtypes("AttentionBlocks", AttentionBlocks().eval(), torch.randn(3, 9, 32))
+torch.manual_seed(0)
+check_dtypes("ElementwiseChains", ElementwiseChains().eval(), torch.randn(4, 16))
 check_device_tensors()

@@ -209,6 +209,18 @@ __global__ void unary_kernel(Unary op, float p0, float p1, const T* __restrict__
   }
 }
 
+__device__ __forceinline__ float binary_apply(Binary op, float x, float y) {
+  switch (op) {
+    case Binary::Add: return x + y;
+    case Binary::Sub: return x - y;
+    case Binary::Mul: return x * y;
+    case Binary::Div: return x / y;
+    case Binary::Max: return (x > y || x != x) ? x : y;  // NaN wins, as in torch.maximum
+    case Binary::Min: return (x < y || x != x) ? x : y;
+  }
+  return x;
+}
+
 template <typename T>
 struct BinaryBody {
   using Value = T;
@@ -219,18 +231,27 @@ struct BinaryBody {
   T* out;
   template <typename Index>
   __device__ T load(const Index* off) const {
-    const float x = ld(a[off[0]]);
-    const float y = (b ? ld(b[off[1]]) : scalar) * alpha;
-    float r = 0.f;
-    switch (op) {
-      case Binary::Add: r = x + y; break;
-      case Binary::Sub: r = x - y; break;
-      case Binary::Mul: r = x * y; break;
-      case Binary::Div: r = x / y; break;
-      case Binary::Max: r = (x > y || x != x) ? x : y; break;  // NaN wins, as in torch.maximum
-      case Binary::Min: r = (x < y || x != x) ? x : y; break;
+    return st<T>(binary_apply(op, ld(a[off[0]]), (b ? ld(b[off[1]]) : scalar) * alpha));
+  }
+};
+
+template <typename T, int K>
+struct FusedBody {
+  using Value = T;
+  FusedProgram p;
+  const T* in[K];
+  T* out;
+  template <typename Index>
+  __device__ T load(const Index* off) const {
+    float r[kMaxFusedInputs + kMaxFusedSteps];
+#pragma unroll
+    for (int k = 0; k < K; ++k) r[k] = ld(in[k][off[k]]);
+    for (int s = 0; s < p.steps; ++s) {
+      const FusedStep& f = p.step[s];
+      r[K + s] = f.binary ? binary_apply(f.op, r[f.a], (f.b < 0 ? f.scalar : r[f.b]) * f.alpha)
+                          : apply(f.unary, r[f.a], f.p0, f.p1);
     }
-    return st<T>(r);
+    return st<T>(r[K + p.steps - 1]);
   }
 };
 
@@ -708,6 +729,27 @@ cudaError_t launch_binary(Binary op, const T* a, const T* b, float scalar, float
                                stream);
 }
 
+template <typename T, int K>
+cudaError_t fused_with(const FusedProgram& p, const T* const* inputs, const int64_t* const* strides, int dim,
+                       const int64_t* sizes, T* out, int64_t n, cudaStream_t stream) {
+  FusedBody<T, K> body{p, {}, out};
+  for (int k = 0; k < K; ++k) body.in[k] = inputs[k];
+  return launch_elementwise<K>(dim, sizes, strides, n, body, stream);
+}
+
+template <typename T>
+cudaError_t launch_fused(const FusedProgram& p, const T* const* inputs, const int64_t* const* strides, int dim,
+                         const int64_t* sizes, T* out, int64_t n, cudaStream_t stream) {
+  if (p.steps < 1 || p.steps > kMaxFusedSteps) return cudaErrorInvalidValue;
+  switch (p.inputs) {
+    case 1: return fused_with<T, 1>(p, inputs, strides, dim, sizes, out, n, stream);
+    case 2: return fused_with<T, 2>(p, inputs, strides, dim, sizes, out, n, stream);
+    case 3: return fused_with<T, 3>(p, inputs, strides, dim, sizes, out, n, stream);
+    case 4: return fused_with<T, 4>(p, inputs, strides, dim, sizes, out, n, stream);
+    default: return cudaErrorInvalidValue;
+  }
+}
+
 template <typename T>
 cudaError_t launch_where(const bool* cond, const T* a, const T* b, T* out, int64_t n, const Broadcast& shape,
                          cudaStream_t stream) {
@@ -918,6 +960,8 @@ cudaError_t launch_row_reduce(const T* x, T* y, int64_t rows, int64_t cols, bool
   template cudaError_t launch_unary<T>(Unary, float, float, const T*, T*, int64_t, cudaStream_t);                       \
   template cudaError_t launch_binary<T>(Binary, const T*, const T*, float, float, T*, int64_t, const Broadcast&,       \
                                         cudaStream_t);                                                                  \
+  template cudaError_t launch_fused<T>(const FusedProgram&, const T* const*, const int64_t* const*, int,              \
+                                       const int64_t*, T*, int64_t, cudaStream_t);                                    \
   template cudaError_t launch_where<T>(const bool*, const T*, const T*, T*, int64_t, const Broadcast&, cudaStream_t);  \
   template cudaError_t launch_compare_scalar<T>(Compare, const T*, float, bool*, int64_t, cudaStream_t);                \
   template cudaError_t launch_embedding<T>(const T*, const void*, bool, T*, int64_t, int64_t, int64_t, int*,          \

@@ -35,6 +35,27 @@ cudaError_t launch_unary(Unary op, float p0, float p1, const T* x, T* y, int64_t
 template <typename T>
 cudaError_t launch_binary(Binary op, const T* a, const T* b, float scalar, float alpha, T* out, int64_t n,
                           const Broadcast& shape, cudaStream_t stream);
+// A chain of elementwise ops run as one pass: each element's inputs are loaded into registers
+// 0..inputs-1, step s writes register inputs + s from one or two registers (b < 0: `scalar`),
+// and the last register is stored. Arithmetic stays in float32 between steps.
+struct FusedStep {
+  bool binary;
+  Unary unary;
+  Binary op;
+  int8_t a, b;
+  float p0, p1;        // unary parameters
+  float scalar, alpha;  // binary: a (op) alpha * (b or scalar)
+};
+constexpr int kMaxFusedInputs = 4;
+constexpr int kMaxFusedSteps = 12;
+struct FusedProgram {
+  int inputs, steps;
+  FusedStep step[kMaxFusedSteps];
+};
+// out (contiguous, `dim` sizes, n elements) = program over inputs, input i read at strides[i].
+template <typename T>
+cudaError_t launch_fused(const FusedProgram& program, const T* const* inputs, const int64_t* const* strides, int dim,
+                         const int64_t* sizes, T* out, int64_t n, cudaStream_t stream);
 // out = cond ? a : b, each broadcast by `shape` (c_strides: the condition).
 template <typename T>
 cudaError_t launch_where(const bool* cond, const T* a, const T* b, T* out, int64_t n, const Broadcast& shape,

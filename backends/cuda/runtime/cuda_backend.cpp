@@ -95,6 +95,21 @@ struct Op {
   EValue* residual = nullptr;
   const Op* activation = nullptr;
   EValue* result = nullptr;
+  // attention: q, k and v read in place from the tensors the permutes before it would have copied
+  // (read_permutes_in_place): each one's source (null: the argument itself) and its strides of
+  // batch, head and position; the output moved to `scratch` where it lay on such a source.
+  const void* attention_src[3] = {};
+  int64_t attention_strides[3][3] = {};
+  // The elementwise ops from this one on that run as one pass (fuse_elementwise); the others are
+  // skipped.
+  struct Fused {
+    FusedProgram program{};
+    EValue* inputs[kMaxFusedInputs] = {};
+    int64_t strides[kMaxFusedInputs][kMaxOpDims] = {};
+    EValue* out = nullptr;
+    std::string label;
+  };
+  std::unique_ptr<Fused> fused;
   // Nothing to run: the convolution before it computes it (its epilogue), or a copy onto itself
   // (the exporter planned a view's output on its input's bytes).
   bool skipped = false;
@@ -372,6 +387,14 @@ Error run_typed(const Op& op, void* index_error, cudaStream_t stream) {
   const auto& a = op.args;
   const char* name = op.name.c_str();
   cudaError_t status = cudaSuccess;
+  if (op.fused) {
+    const Op::Fused& f = *op.fused;
+    const Tensor& o = f.out->to_tensor();
+    const T* in[kMaxFusedInputs] = {};
+    const int64_t* strides[kMaxFusedInputs] = {};
+    for (int k = 0; k < f.program.inputs; ++k) in[k] = ptr<T>(f.inputs[k]), strides[k] = f.strides[k];
+    return ecuda::to_error(launch_fused(f.program, in, strides, o.dim(), o.sizes(), ptr<T>(f.out), o.numel(), stream), name);
+  }
   switch (op.plan.kind) {
     case OpKind::Unary: {
       status = launch_unary(op.plan.unary, op.plan.scalars[0], op.plan.scalars[1], ptr<T>(a[0]), ptr<T>(a[a.size() - 1]),
@@ -647,8 +670,15 @@ Error run_typed(const Op& op, void* index_error, cudaStream_t stream) {
       AttentionShape shape{v[0], v[1], v[2], v[3], v[4], v[5], v[6], scale, v[7] != 0,
                            static_cast<AttentionMask>(v[8]), {v[9], v[10], v[11], v[12]}, {}, {}, {}};
       contiguous_attention_strides(&shape);
+      const T* in[3] = {ptr<T>(a[0]), ptr<T>(a[1]), ptr<T>(a[2])};
+      int64_t* strides[3] = {shape.q_strides, shape.k_strides, shape.v_strides};
+      for (int i = 0; i < 3; ++i) {
+        if (op.attention_src[i] == nullptr) continue;
+        in[i] = static_cast<const T*>(op.attention_src[i]);
+        std::copy(op.attention_strides[i], op.attention_strides[i] + 3, strides[i]);
+      }
       const void* mask = a[3]->is_tensor() ? a[3]->to_tensor().const_data_ptr() : nullptr;
-      status = launch_attention(ptr<T>(a[0]), ptr<T>(a[1]), ptr<T>(a[2]), mask, ptr<T>(a[8]), shape, stream);
+      status = launch_attention(in[0], in[1], in[2], mask, ptr<T>(a[8]), shape, stream);
       break;
     }
     case OpKind::Embedding: {
@@ -724,7 +754,7 @@ Error run_profiled(Delegate& d, cudaStream_t stream) {
     if (op.skipped) continue;
     float ms = 0.f;
     cudaEventElapsedTime(&ms, events[k], events[k + 1]);
-    std::string label = op.name;
+    std::string label = op.fused ? op.fused->label : op.name;
     if (op.residual) label += "+add";
     if (op.activation) label += "+" + op.activation->name;
     if (op.plan.kind == OpKind::Conv && op.nhwc != op.x_nhwc) label += op.nhwc ? " nchw->nhwc" : " nhwc->nchw";
@@ -867,6 +897,212 @@ void fuse_epilogues(std::vector<Op>& ops, runtime::Method& m) {
         ops[j].skipped = true;
       }
     }
+  }
+}
+
+// The strides of `sizes` (dim of them) viewing the strided tensor (old_sizes, old_strides), as a
+// reshape that copies nothing would give them; false where no strides do (the view needs a copy).
+bool view_strides(const int64_t* old_sizes, const int64_t* old_strides, int old_dim, const int64_t* sizes, int dim,
+                  int64_t* strides) {
+  // Runs of old dimensions that are contiguous with each other split or merge freely.
+  int d_new = dim - 1;
+  int64_t base = old_dim > 0 ? old_strides[old_dim - 1] : 1, old_numel = 1, new_numel = 1;
+  for (int d = old_dim - 1; d >= 0; --d) {
+    old_numel *= old_sizes[d];
+    if (d == 0 || (old_sizes[d - 1] != 1 && old_strides[d - 1] != old_numel * base)) {
+      while (d_new >= 0 && (new_numel < old_numel || sizes[d_new] == 1)) {
+        strides[d_new] = new_numel * base;
+        new_numel *= sizes[d_new--];
+      }
+      if (new_numel != old_numel) return false;
+      if (d > 0) base = old_strides[d - 1], old_numel = 1, new_numel = 1;
+    }
+  }
+  for (; d_new >= 0; --d_new) strides[d_new] = 0;  // trailing size-1 dimensions
+  return true;
+}
+
+// Attention reads q, k and v at any strides, so a permute whose copy only attention reads (through
+// views that lie in place) need not run: attention reads the permute's input instead. Its input
+// must survive until then: no op in between touches its bytes, and an attention output planned on
+// them moves to a buffer of its own. Saves multi-head attention's copies into [batch, heads, len, dim].
+Error read_permutes_in_place(std::vector<Op>& ops, runtime::Method& m) {
+  Uses uses = count_uses(ops, m);
+  // Each value's writer: the op whose last argument it is.
+  std::unordered_map<const EValue*, size_t> writer;
+  for (size_t j = 0; j < ops.size(); ++j) writer[ops[j].args[ops[j].args.size() - 1]] = j;
+  auto touches = [&](const Op& op, const EValue* v) {  // reads or writes v's bytes
+    for (const EValue* a : op.args) {
+      if (a->is_tensor() && overlaps(a, v)) return true;
+    }
+    return (op.result && overlaps(op.result, v)) || (op.residual && overlaps(op.residual, v));
+  };
+  for (size_t i = 0; i < ops.size(); ++i) {
+    Op& att = ops[i];
+    if (att.plan.kind != OpKind::Attention || att.skipped) continue;
+    for (int idx = 0; idx < 3; ++idx) {
+      const Tensor& arg = att.args[idx]->to_tensor();
+      if (arg.dim() != 4) continue;
+      // Back through the views to the permute.
+      const EValue* v = att.args[idx];
+      size_t j = 0;
+      bool found = false;
+      while (uses[v] == 2) {
+        auto w = writer.find(v);
+        if (w == writer.end() || w->second >= i) break;
+        j = w->second;
+        if (ops[j].skipped && ops[j].plan.kind == OpKind::Copy) {
+          v = ops[j].args[0];
+          continue;
+        }
+        found = ops[j].plan.kind == OpKind::Permute && !ops[j].skipped;
+        break;
+      }
+      if (!found) continue;
+      const Op& perm = ops[j];
+      const EValue* source = perm.args[0];
+      const Tensor& x = source->to_tensor();
+      const Tensor& o = perm.args[2]->to_tensor();
+      const auto dims = perm.args[1]->to_int_list();
+      if (x.dim() > kMaxOpDims || static_cast<int>(dims.size()) != x.dim()) continue;
+      int64_t p_strides[kMaxOpDims], strides[4];
+      for (int d = 0; d < x.dim(); ++d) p_strides[d] = x.strides()[dims[d] < 0 ? dims[d] + x.dim() : dims[d]];
+      if (!view_strides(o.sizes(), p_strides, o.dim(), arg.sizes(), 4, strides) || (arg.size(3) > 1 && strides[3] != 1)) {
+        continue;
+      }
+      bool safe = true;
+      for (size_t k = j + 1; k < i && safe; ++k) safe = (ops[k].skipped && !ops[k].result) || !touches(ops[k], source);
+      if (!safe) continue;
+      EValue* out = att.args[8];
+      if (overlaps(out, source)) {
+        // The output moves where nothing else reads it in place: only ops that copy read it.
+        // (no view lying in place on it, no shim tensor made on its bytes at init, not a result).
+        bool movable = true;
+        for (size_t k = 0; k < m.num_outputs() && movable; ++k) movable = &m.get_output(k) != out;
+        for (const Op& r : ops) {
+          if ((r.skipped || !r.shim.empty()) && std::find(r.args.begin(), r.args.end(), out) != r.args.end()) {
+            movable = false;
+          }
+        }
+        if (!movable) continue;
+        Tensor& t = out->to_tensor();
+        att.scratch.emplace_back();
+        ET_TRY(ecuda::to_error(cudaMalloc(&att.scratch.back().ptr, t.nbytes() ? t.nbytes() : 1),
+                               "CudaBackend: attention output"));
+        t.set_data(att.scratch.back().ptr);
+      }
+      att.attention_src[idx] = x.const_data_ptr();
+      std::copy(strides, strides + 3, att.attention_strides[idx]);
+      ops[j].skipped = true;
+    }
+  }
+  return Error::Ok;
+}
+
+// Runs of elementwise ops (unary, and binary on tensors or a scalar) over one output shape, each
+// reading a value an earlier one of the run computed, become one pass: GPT-2's GELU, written as
+// eight multiplies, adds, a power and a tanh, reads its input once and writes once. A run keeps
+// only values read by nothing after it (its last output aside), at most kMaxFusedInputs tensors
+// from outside (broadcast as the ops would), and an output apart from those inputs' bytes.
+void fuse_elementwise(std::vector<Op>& ops, runtime::Method& m) {
+  Uses uses = count_uses(ops, m);
+  auto elementwise = [](const Op& op) {
+    return !op.skipped && !op.nhwc && !op.fused && (op.plan.kind == OpKind::Unary || op.plan.kind == OpKind::Binary);
+  };
+  auto output = [](const Op& op) { return op.args[op.args.size() - 1]; };
+  // An operand: a member's output (internal, by member index) or an outside tensor.
+  struct Operand {
+    bool internal;
+    int index;  // member, or outside input
+  };
+  for (size_t i = 0; i < ops.size(); ++i) {
+    if (!elementwise(ops[i])) continue;
+    const Tensor& shape = output(ops[i])->to_tensor();
+    std::vector<size_t> members;
+    std::vector<const EValue*> outside;
+    std::vector<std::pair<Operand, Operand>> reads;  // per member: a, b (b.index -1: scalar)
+    std::unordered_map<const EValue*, int> internal;
+    std::unordered_map<const EValue*, int> reads_inside;
+    size_t best = 0;  // members in the longest valid run
+    size_t best_outside = 0;
+    for (size_t j = i; j < ops.size() && members.size() < static_cast<size_t>(kMaxFusedSteps); ++j) {
+      const Op& op = ops[j];
+      if (!elementwise(op) || op.plan.dtype != ops[i].plan.dtype) break;
+      const Tensor& o = output(op)->to_tensor();
+      if (!runtime::same_shape(o, shape) || internal.count(output(op))) break;
+      const bool binary = op.plan.kind == OpKind::Binary;
+      const EValue* operands[2] = {op.args[0], binary && op.args[1]->is_tensor() ? op.args[1] : nullptr};
+      Operand got[2] = {{false, -1}, {false, -1}};
+      bool connected = j == i, fits = true;
+      for (int t = 0; t < 2 && fits; ++t) {
+        const EValue* v = operands[t];
+        if (v == nullptr) continue;
+        if (auto it = internal.find(v); it != internal.end()) {
+          got[t] = {true, it->second};
+          connected = true;
+          continue;
+        }
+        int64_t strides[kMaxOpDims];
+        if (!v->is_tensor() || !broadcast_strides(v->to_tensor(), shape.dim(), shape.sizes(), strides) ||
+            v->to_tensor().scalar_type() != shape.scalar_type()) {
+          fits = false;
+          break;
+        }
+        auto at = std::find(outside.begin(), outside.end(), v);
+        if (at == outside.end()) {
+          if (outside.size() == static_cast<size_t>(kMaxFusedInputs)) fits = false;
+          at = outside.insert(outside.end(), v);
+        }
+        got[t] = {false, static_cast<int>(at - outside.begin())};
+      }
+      if (!fits || !connected) break;
+      internal[output(op)] = static_cast<int>(members.size());
+      members.push_back(j);
+      reads.push_back({got[0], got[1]});
+      for (int t = 0; t < 2; ++t) {
+        if (got[t].internal) ++reads_inside[operands[t]];
+      }
+      // Valid so far: every member's output but the last is read by members only (once written).
+      bool valid = members.size() >= 2;
+      for (size_t k = 0; k + 1 < members.size() && valid; ++k) {
+        const EValue* v = output(ops[members[k]]);
+        valid = uses[v] == 1 + reads_inside[v];
+      }
+      for (const EValue* v : outside) {  // written in place only over the same elements
+        const EValue* o = output(op);
+        if (valid && overlaps(o, v)) valid = !overlaps_shifted(o, v) && runtime::same_shape(o->to_tensor(), v->to_tensor());
+      }
+      if (valid) best = members.size(), best_outside = outside.size();
+    }
+    if (best == 0) continue;
+    // Outside inputs past the run's end are not read by it; their indices are the last ones.
+    auto f = std::make_unique<Op::Fused>();
+    f->program.inputs = static_cast<int>(best_outside);
+    f->program.steps = static_cast<int>(best);
+    f->out = output(ops[members[best - 1]]);
+    const Tensor& out = f->out->to_tensor();
+    for (size_t k = 0; k < best_outside; ++k) {
+      f->inputs[k] = const_cast<EValue*>(outside[k]);
+      broadcast_strides(outside[k]->to_tensor(), out.dim(), out.sizes(), f->strides[k]);
+    }
+    const int base = static_cast<int>(best_outside);
+    auto reg = [&](const Operand& o) { return static_cast<int8_t>(o.internal ? base + o.index : o.index); };
+    for (size_t k = 0; k < best; ++k) {
+      const Op& op = ops[members[k]];
+      FusedStep& step = f->program.step[k];
+      step.binary = op.plan.kind == OpKind::Binary;
+      step.unary = op.plan.unary;
+      step.op = op.plan.binary;
+      step.p0 = op.plan.scalars[0], step.p1 = op.plan.scalars[1];
+      step.a = reg(reads[k].first);
+      step.b = reads[k].second.index < 0 ? -1 : reg(reads[k].second);
+      step.scalar = step.binary && !op.args[1]->is_tensor() ? static_cast<float>(op.args[1]->scalar_as_double()) : 0.f;
+      step.alpha = step.binary && op.args.size() == 4 ? static_cast<float>(op.args[2]->scalar_as_double()) : 1.f;
+      f->label += (k ? "+" : "") + op.name;
+    }
+    ops[members[0]].fused = std::move(f);
+    for (size_t k = 1; k < best; ++k) ops[members[k]].skipped = true;
+    i = members[best - 1];
   }
 }
 
@@ -1161,6 +1397,7 @@ class CudaBackend final : public runtime::BackendInterface {
       d->ops.push_back(std::move(op));
     }
     fuse_epilogues(d->ops, m);
+    ET_TRY(read_permutes_in_place(d->ops, m));
     ET_TRY(ecuda::to_error(cudaStreamCreateWithFlags(&d->own_stream, cudaStreamNonBlocking), "CudaBackend: stream"));
     // Layouts first; an NHWC convolution cuDNN refuses keeps its output NCHW, and all is planned again.
     std::unordered_set<const EValue*> nchw;
@@ -1187,6 +1424,7 @@ class CudaBackend final : public runtime::BackendInterface {
         }
       }
     }
+    fuse_elementwise(d->ops, m);
     for (Op& op : d->ops) {
       op.workspace = d->conv_workspace.ptr;
       if (op.plan.kind == OpKind::RowReduce && op.nhwc) {  // the pixel sums' partials
