@@ -8,6 +8,8 @@
 #include <cstring>
 #include <string>
 
+#include <executorch/backends/cuda/shims/thread_handle.h>
+
 namespace executorch {
 namespace backends {
 namespace cuda {
@@ -110,18 +112,9 @@ Library& library() {
   return lib;
 }
 
-// One handle per thread (a cuDNN handle must not be used by two threads at once).
-struct ThreadHandle {
-  Handle handle = nullptr;
-  Status status = 0;
-  ThreadHandle() { status = library().create(&handle); }
-  ~ThreadHandle() {
-    if (handle != nullptr) library().destroy(handle);
-  }
-};
 
 Handle thread_handle() {
-  thread_local ThreadHandle th;
+  thread_local ThreadHandle<Library, Handle, Status> th(library());
   return th.status == 0 ? th.handle : nullptr;
 }
 

@@ -11,6 +11,8 @@
 #include <tuple>
 #include <type_traits>
 
+#include <executorch/backends/cuda/shims/thread_handle.h>
+
 namespace executorch {
 namespace backends {
 namespace cuda {
@@ -73,15 +75,6 @@ Library& library() {
   return lib;
 }
 
-// One handle per thread (a cuBLAS handle must not be used by two threads at once).
-struct ThreadHandle {
-  cublasHandle_t handle = nullptr;
-  cublasStatus_t status = 0;
-  ThreadHandle() { status = library().create(&handle); }
-  ~ThreadHandle() {
-    if (handle != nullptr) library().destroy(handle);
-  }
-};
 
 // cuBLASLt's C ABI (cublasLt.h), the parts used here; it ships beside cuBLAS, which loads it.
 using LtHandle = struct cublasLtContext*;
@@ -176,7 +169,7 @@ const char* cublas_gemm(cudaDataType type, int64_t m, int64_t n, int64_t k, floa
                         int64_t stride_b, int64_t stride_c) {
   if (!cublas_available()) return cublas_unavailable_reason();
   if (m > INT_MAX || n > INT_MAX || k > INT_MAX || batch > INT_MAX) return "matrix dimension over cuBLAS's 32-bit limit";
-  thread_local ThreadHandle th;
+  thread_local ThreadHandle<Library, cublasHandle_t, cublasStatus_t> th(library());
   if (th.status != 0 || th.handle == nullptr) return "cublasCreate failed (out of device memory?)";
   Library& lib = library();
   if (lib.set_stream(th.handle, stream) != 0) return "cublasSetStream failed";
