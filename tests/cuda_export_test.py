@@ -306,6 +306,17 @@ class ElementwiseChains(torch.nn.Module):
         return torch.sigmoid(self.linear(torch.relu(y))) * 2.0 + y
 
 
+class HalfGuards(torch.nn.Module):
+    """T5's half-precision guards: a layer norm computed in float32 on float16 activations (mixed
+    dtypes, which the exporter converts explicitly), and a clamp bound chosen by isinf(...).any()."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        variance = x.to(torch.float32).pow(2).mean(-1, keepdim=True)
+        y = (x * torch.rsqrt(variance + 1e-6)).to(x.dtype)
+        bound = torch.where(torch.isinf(y).any(), torch.finfo(y.dtype).max - 1000, torch.finfo(y.dtype).max)
+        return torch.clamp(y, min=-bound, max=bound)
+
+
 def test_batch_norm_is_folded_into_the_convolution_before_it() -> None:
     from executorch.serialization.pte import deserialize
 
@@ -325,7 +336,8 @@ def test_batch_norm_is_folded_into_the_convolution_before_it() -> None:
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
 @pytest.mark.parametrize("model, shape", [(ConvBlocks, (2, 4, 8, 8)), (ChannelsLastBlocks, (2, 3, 32, 32)),
-                                          (AttentionBlocks, (3, 9, 32)), (ElementwiseChains, (4, 16))])
+                                          (AttentionBlocks, (3, 9, 32)), (ElementwiseChains, (4, 16)),
+                                          (HalfGuards, (3, 8))])
 def test_blocks_are_one_delegate_call(model, shape, dtype) -> None:
     from executorch.serialization.pte import deserialize
 

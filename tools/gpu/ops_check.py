@@ -9,7 +9,8 @@ in and out of Method.execute.
 - ChannelsLastBlocks: NHWC tensors between cuDNN convolutions (pooling, means over pixels,
   broadcasts, depthwise convolution) and the conversions back to NCHW;
 - AttentionBlocks: multi-head attention reading permuted q, k and v in place, and split by hand;
-- ElementwiseChains: runs of elementwise ops computed in one pass (GPT-2's GELU written out).
+- ElementwiseChains: runs of elementwise ops computed in one pass (GPT-2's GELU written out);
+- HalfGuards: T5's mixed-dtype layer norm and isinf-chosen clamp.
 
     python3 tools/gpu/ops_check.py .
 """
@@ -21,7 +22,7 @@ import torch
 sys.path.insert(0, sys.argv[1])
 from executorch.export import export
 from executorch.runtime import Runtime
-from tests.cuda_export_test import AttentionBlocks, ChannelsLastBlocks, ConvBlocks, ElementwiseChains, VisionOps
+from tests.cuda_export_test import AttentionBlocks, ChannelsLastBlocks, ConvBlocks, ElementwiseChains, HalfGuards, VisionOps
 
 BOUNDS = ((torch.float32, 1e-4), (torch.float16, 1e-2), (torch.bfloat16, 6e-2))
 
@@ -92,4 +93,5 @@ torch.manual_seed(0)
 check_dtypes("AttentionBlocks", AttentionBlocks().eval(), torch.randn(3, 9, 32))
 torch.manual_seed(0)
 check_dtypes("ElementwiseChains", ElementwiseChains().eval(), torch.randn(4, 16))
+check_dtypes("HalfGuards", HalfGuards().eval(), torch.randn(3, 8))
 check_device_tensors()

@@ -1,6 +1,7 @@
 """Graph rewrites before lowering: the same values from fewer or cheaper operators.
 
-Decomposition leaves patterns no kernel should run as written. A linear layer on a non-contiguous
+Decomposition leaves patterns no kernel should run as written, and operators the kernels state
+otherwise (mixed dtypes, isinf). A linear layer on a non-contiguous
 input (nn.MultiheadAttention's projections, batch first) becomes a bmm against its weight expanded
 to every batch: folded at export, that is one weight copy per batch in the program, read on every
 call. Here it becomes the matrix product it is, with the bias added by addmm.
@@ -109,10 +110,64 @@ def _batched_to_mm(graph: torch.fx.Graph, const: set[torch.fx.Node]) -> None:
             graph.erase_node(add)
 
 
+# Elementwise operators that promote their tensor operands to the output's dtype (argument
+# positions of those operands).
+_PROMOTING = {
+    aten.add.Tensor: (0, 1), aten.sub.Tensor: (0, 1), aten.mul.Tensor: (0, 1), aten.div.Tensor: (0, 1),
+    aten.maximum.default: (0, 1), aten.minimum.default: (0, 1), aten.where.self: (1, 2),
+}
+
+
+def _explicit_promotions(graph: torch.fx.Graph) -> None:
+    """Mixed-dtype elementwise ops (T5's half-precision layer norm multiplies float16 by float32)
+    read operands converted to the output dtype first, so that every kernel sees one dtype."""
+    for n in list(graph.nodes):
+        positions = _PROMOTING.get(n.target) if n.op == "call_function" else None
+        out = n.meta.get("val") if positions else None
+        if not isinstance(out, torch.Tensor) or not out.is_floating_point():
+            continue
+        args = list(n.args)
+        for i in positions:
+            a = args[i] if i < len(args) else None
+            val = a.meta.get("val") if isinstance(a, torch.fx.Node) else None
+            if isinstance(val, torch.Tensor) and val.is_floating_point() and val.dtype != out.dtype:
+                with graph.inserting_before(n):
+                    cast = graph.call_function(aten._to_copy.default, (a,), {"dtype": out.dtype})
+                cast.meta["val"] = torch.empty(list(val.shape), dtype=out.dtype, device="meta")
+                args[i] = cast
+        n.args = tuple(args)
+
+
+def _isinf_any(graph: torch.fx.Graph) -> None:
+    """isinf(x) as abs(x) == inf, and any(x) over all elements as any over x flattened: operators
+    the kernels have."""
+    for n in list(graph.nodes):
+        if n.op != "call_function" or n.target not in (aten.isinf.default, aten.any.default):
+            continue
+        x = n.args[0]
+        val = x.meta.get("val") if isinstance(x, torch.fx.Node) else None
+        if not isinstance(val, torch.Tensor):
+            continue
+        with graph.inserting_before(n):
+            if n.target == aten.isinf.default:
+                if not val.is_floating_point():
+                    continue
+                magnitude = _node(graph, aten.abs.default, (x,), val, list(val.shape))
+                new = graph.call_function(aten.eq.Scalar, (magnitude, float("inf")))
+            else:
+                flat = _node(graph, aten.view.default, (x, [val.numel()]), val, [val.numel()])
+                new = graph.call_function(aten.any.dim, (flat, 0))
+        new.meta["val"] = torch.empty(list(n.meta["val"].shape), dtype=torch.bool, device="meta")
+        n.replace_all_uses_with(new)
+        graph.erase_node(n)
+
+
 def simplify(ep: torch.export.ExportedProgram) -> None:
     """Rewrites `ep`'s graph in place (after decomposition, before lowering)."""
     graph = ep.graph
     _drop_identity_expands(graph)
     _batched_to_mm(graph, _constant_nodes(ep))
+    _explicit_promotions(graph)
+    _isinf_any(graph)
     graph.eliminate_dead_code()
     graph.lint()
