@@ -241,3 +241,26 @@ def test_mixed_dtypes_and_isinf_match_torch(dtype) -> None:
         want = model(x)
     assert got.dtype == want.dtype
     torch.testing.assert_close(got.float(), want.float(), rtol=1e-2, atol=1e-2, equal_nan=True)  # the inf row
+
+
+def test_big_endian_and_read_only_inputs_read_as_their_values(mlp_method) -> None:
+    """A big-endian array is read by value, not by its bytes; a read-only one (np.frombuffer, a
+    memory map) is accepted, as an input is only read."""
+    method = mlp_method
+    x = np.random.default_rng(3).standard_normal((1, 64)).astype(np.float32)
+    (want,) = method.execute([x])
+    (big,) = method.execute([x.astype(x.dtype.newbyteorder(">"))])
+    np.testing.assert_array_equal(big, want)
+    frozen = np.frombuffer(x.tobytes(), dtype=x.dtype).reshape(x.shape)
+    assert not frozen.flags.writeable
+    (got,) = method.execute([frozen])
+    np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("threads", [-1, 100000])
+def test_thread_count_out_of_range_is_a_value_error(threads: int) -> None:
+    runtime = Runtime.get()
+    before = runtime.num_threads
+    with pytest.raises(ValueError, match=rf"set_num_threads\({threads}\): the pool takes 0 .* to 1024 threads"):
+        runtime.set_num_threads(threads)
+    assert runtime.num_threads == before

@@ -230,6 +230,13 @@ class PyMethod {
       } else {
         py::array arr = py::array::ensure(item, py::array::c_style);
         if (!arr) throw py::type_error("input " + std::to_string(i) + " is not an array or number");
+        // The runtime reads native byte order from memory it may hand to kernels: a big-endian or a
+        // read-only array (np.frombuffer, a memory map) is read through a native, writeable copy.
+        if (arr.dtype().attr("byteorder").cast<std::string>() == ">") {
+          arr = py::array::ensure(arr.attr("astype")(arr.dtype().attr("newbyteorder")("<")), py::array::c_style);
+        }
+        if (!arr.writeable()) arr = py::array::ensure(arr.attr("copy")(), py::array::c_style);
+        if (!arr) throw py::type_error("input " + std::to_string(i) + " could not be converted to a native array");
         rt::ScalarType dtype;
         const bool bf16 = std::find(bfloat16_inputs.begin(), bfloat16_inputs.end(), i) != bfloat16_inputs.end();
         if (bf16 && arr.dtype().kind() == 'i' && arr.dtype().itemsize() == 2) {

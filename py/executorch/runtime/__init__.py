@@ -183,8 +183,13 @@ class Runtime:
     def num_threads(self) -> int:
         return int(_C.num_threads())
 
+    # More threads than this is a mistake, not a configuration (the system refuses them anyway).
+    MAX_THREADS = 1024
+
     def set_num_threads(self, threads: int) -> None:
         """Resizes the CPU thread pool (0: back to the CPU count or EXECUTORCH_NUM_THREADS)."""
+        if not 0 <= threads <= self.MAX_THREADS:
+            raise ValueError(f"set_num_threads({threads}): the pool takes 0 (the default) to {self.MAX_THREADS} threads")
         _C.set_num_threads(threads)
 
 
