@@ -378,3 +378,18 @@ def test_views_in_a_payload_share_their_input_memory() -> None:
     got = Runtime.get().load_program(payload).load_method().execute([example[0].numpy()])
     for g, w in zip(got, model(*example)):
         np.testing.assert_allclose(g, w.numpy(), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+def test_mixed_dtypes_and_isinf_match_torch(dtype) -> None:
+    """Operands of another dtype are converted as torch promotes them, isinf and a full any are
+    rewritten into operators the kernels have; the CPU program matches torch."""
+    x = (torch.randn(3, 8) * 4).to(dtype)
+    x[1, 2] = float("inf")
+    model = HalfGuards().eval()
+    (got,) = Runtime.get().load_program(export(model, (x,), dtype=dtype)).load_method().execute([x])
+    with torch.no_grad():
+        want = model(x)
+    assert got.dtype == want.dtype
+    torch.testing.assert_close(got.float(), want.float(), rtol=1e-2, atol=1e-2, equal_nan=True)  # the inf row
+
