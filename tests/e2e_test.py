@@ -248,3 +248,15 @@ def test_thread_count_out_of_range_is_a_value_error(threads: int) -> None:
     with pytest.raises(ValueError, match=rf"set_num_threads\({threads}\): the pool takes 0 .* to 1024 threads"):
         runtime.set_num_threads(threads)
     assert runtime.num_threads == before
+
+
+def test_operator_name_with_a_nul_byte_is_refused() -> None:
+    """'aten::addmm\\0...' must not load as aten::addmm."""
+    from executorch.serialization.pte import deserialize, serialize
+
+    model, example = MODELS["mlp"]()
+    spec = deserialize(export(model, example))
+    name, overload = spec.plans[0].operators[0]
+    spec.plans[0].operators[0] = (name + "\0x", overload)
+    with pytest.raises(ExecutorchError, match="NUL byte"):
+        Runtime.get().load_program(serialize(spec)).load_method()

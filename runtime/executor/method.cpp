@@ -305,6 +305,9 @@ Error Method::parse_instructions(const Program& program, const fb::ExecutionPlan
         const fb::Operator* op = operators->Get(static_cast<flatbuffers::uoffset_t>(call->op_index()));
         std::string op_name = op->name() ? op->name()->str() : "";
         if (op->overload() && op->overload()->size() > 0) op_name += "." + op->overload()->str();
+        // A NUL inside the name would make it look up as the name before it.
+        ET_CHECK_OR_RETURN(op_name.find('\0') == std::string::npos, Error::InvalidProgram,
+                           "instruction %zu: operator name '%s' has a NUL byte inside", k, op_name.c_str());
         auto fn = get_op_function(op_name.c_str());
         if (!fn.ok()) return ET_ERROR(fn.error(), "instruction %zu: operator %s has no kernel", k, op_name.c_str());
         step.kind = Step::Kind::Kernel;
