@@ -1,9 +1,12 @@
 // Unit tests of the runtime core: registries, program loading (valid and hostile containers and
 // FlatBuffers built here), method loading and execution with real kernels, and the thread pool.
+#include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <executorch/extension/threadpool/threadpool.h>
@@ -160,8 +163,9 @@ void test_hostile_programs() {
   const std::vector<uint8_t> good = build_program();
   auto expect_invalid = [](const std::vector<uint8_t>& bytes, const char* why) {
     auto p = load(bytes);
-    CHECK(!p.ok() && p.error() == Error::InvalidProgram);
-    if (!p.ok() && !message_contains(why)) std::printf("  (message was: %s)\n", rt::last_error_message());
+    const bool said = !p.ok() && message_contains(why);  // "" is in every message
+    CHECK(!p.ok() && p.error() == Error::InvalidProgram && said);
+    if (!said) std::printf("  (wanted \"%s\"; message was: %s)\n", why, rt::last_error_message());
   };
   for (size_t cut : {size_t{0}, size_t{3}, size_t{31}, size_t{40}, good.size() / 2}) {
     expect_invalid(std::vector<uint8_t>(good.begin(), good.begin() + static_cast<long>(cut)), "");
@@ -204,6 +208,8 @@ void test_delegate_lifecycle() {
   auto* fake = static_cast<FakeBackend*>(rt::get_backend_class("FakeBackend"));
   {
     auto p = load(build_program({.delegate = "FakeBackend"}));
+    CHECK(p.ok());
+    if (!p.ok()) return;
     auto method = p.get()->load_method("forward");
     CHECK(method.ok() && fake->payload_bytes == 3);
     if (method.ok()) CHECK(method.get()->execute() == Error::Ok && fake->executes == 1);
@@ -224,9 +230,17 @@ void test_thread_pool() {
   bool once = true;
   for (auto& h : hits) once &= h.load() == 1;
   CHECK(once);
+  // 0: back to the default, the CPU count unless EXECUTORCH_NUM_THREADS says otherwise.
   tp::set_num_threads(0);
-  CHECK(tp::get_num_threads() >= 1);
-  CHECK(tp::pool_identity() != nullptr);
+  const char* env = std::getenv("EXECUTORCH_NUM_THREADS");
+  const size_t cpus = std::max(1u, std::thread::hardware_concurrency());
+  const size_t asked = env != nullptr ? std::strtoul(env, nullptr, 10) : 0;
+  CHECK(tp::get_num_threads() == (asked > 0 ? asked : cpus));
+  // Resizing keeps the one pool.
+  const void* identity = tp::pool_identity();
+  tp::set_num_threads(2);
+  CHECK(tp::get_num_threads() == 2 && tp::pool_identity() == identity);
+  tp::set_num_threads(0);
 }
 
 }  // namespace
