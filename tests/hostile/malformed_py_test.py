@@ -1,5 +1,6 @@
 """The malformed-program corpus (malformed.py) through the Python runtime: an invalid program raises
-ExecutorchError with a message at load or run time; a damaged one may run; nothing else escapes."""
+ExecutorchError with a message at load or run time; a damaged one (a flipped byte) either raises so
+or runs and gives every output its planned shape; nothing else escapes."""
 
 from __future__ import annotations
 
@@ -24,12 +25,19 @@ _NUMPY = {"float32": np.float32, "float64": np.float64, "int64": np.int64, "int3
 
 
 def run(data: bytes) -> None:
+    """Loads and runs every method; a run that succeeds must give each output its planned shape."""
     program = Runtime.get().load_program(data)
     for name in program.method_names:
         method = program.load_method(name)
         inputs = [v if kind == "scalar" else np.zeros(v, dtype=_NUMPY.get(kind, np.float32))
                   for kind, v in method.input_meta()]
-        method.execute(inputs)
+        outputs = method.execute(inputs)
+        metas = method.output_meta()
+        assert len(outputs) == len(metas), f"{name}: {len(outputs)} outputs, {len(metas)} planned"
+        for i, (out, meta) in enumerate(zip(outputs, metas)):
+            if meta is not None:
+                assert isinstance(out, np.ndarray) and list(out.shape) == meta[1], (
+                    f"{name}: output {i} is {getattr(out, 'shape', type(out))}, planned {meta[1]}")
 
 
 def test_the_corpus_is_large_and_covers_every_kind_of_lie() -> None:

@@ -68,6 +68,10 @@ class Method:
         """(dtype name, shape) of each tensor input; ("scalar", value) for number inputs."""
         return [(kind, list(v) if isinstance(v, list) else v) for kind, v in self._method.input_meta()]
 
+    def output_meta(self) -> list[tuple[str, list[int]] | None]:
+        """(dtype name, shape) of each output as the program plans it; None for a non-tensor output."""
+        return [None if m is None else (m[0], list(m[1])) for m in self._device_layout()[1]]
+
     def execute(self, inputs: Sequence[Any]) -> list[Any]:
         """Runs the method. Torch tensors in give torch tensors out; numpy arrays, numpy arrays.
 
