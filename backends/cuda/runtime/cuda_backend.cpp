@@ -971,7 +971,7 @@ Error read_permutes_in_place(std::vector<Op>& ops, runtime::Method& m) {
         continue;
       }
       bool safe = true;
-      for (size_t k = j + 1; k < i && safe; ++k) safe = (ops[k].skipped && !ops[k].result) || !touches(ops[k], source);
+      for (size_t k = j + 1; k < i && safe; ++k) safe = ops[k].skipped || !touches(ops[k], source);
       if (!safe) continue;
       EValue* out = att.args[8];
       if (overlaps(out, source)) {

@@ -17,13 +17,11 @@ aten = torch.ops.aten
 _VIEWS = {aten.view.default, aten._unsafe_view.default}
 
 
-def _meta(like: torch.Tensor, shape: list[int]) -> torch.Tensor:
-    return torch.empty(shape, dtype=like.dtype, device="meta")
-
-
-def _node(graph: torch.fx.Graph, target: Any, args: tuple, like: torch.Tensor, shape: list[int]) -> torch.fx.Node:
-    n = graph.call_function(target, args)
-    n.meta["val"] = _meta(like, shape)
+def _node(graph: torch.fx.Graph, target: Any, args: tuple, like: torch.Tensor, shape: list[int],
+          dtype: torch.dtype | None = None, kwargs: dict | None = None) -> torch.fx.Node:
+    """A new call with the meta value lowering reads: `shape`, of `dtype` (default: like's)."""
+    n = graph.call_function(target, args, kwargs or {})
+    n.meta["val"] = torch.empty(shape, dtype=dtype or like.dtype, device="meta")
     return n
 
 
@@ -132,9 +130,7 @@ def _explicit_promotions(graph: torch.fx.Graph) -> None:
             val = a.meta.get("val") if isinstance(a, torch.fx.Node) else None
             if isinstance(val, torch.Tensor) and val.is_floating_point() and val.dtype != out.dtype:
                 with graph.inserting_before(n):
-                    cast = graph.call_function(aten._to_copy.default, (a,), {"dtype": out.dtype})
-                cast.meta["val"] = torch.empty(list(val.shape), dtype=out.dtype, device="meta")
-                args[i] = cast
+                    args[i] = _node(graph, aten._to_copy.default, (a,), out, list(val.shape), kwargs={"dtype": out.dtype})
         n.args = tuple(args)
 
 
@@ -148,16 +144,16 @@ def _isinf_any(graph: torch.fx.Graph) -> None:
         val = x.meta.get("val") if isinstance(x, torch.fx.Node) else None
         if not isinstance(val, torch.Tensor):
             continue
+        if n.target == aten.isinf.default and not val.is_floating_point():
+            continue
+        shape = list(n.meta["val"].shape)
         with graph.inserting_before(n):
             if n.target == aten.isinf.default:
-                if not val.is_floating_point():
-                    continue
                 magnitude = _node(graph, aten.abs.default, (x,), val, list(val.shape))
-                new = graph.call_function(aten.eq.Scalar, (magnitude, float("inf")))
+                new = _node(graph, aten.eq.Scalar, (magnitude, float("inf")), val, shape, dtype=torch.bool)
             else:
                 flat = _node(graph, aten.view.default, (x, [val.numel()]), val, [val.numel()])
-                new = graph.call_function(aten.any.dim, (flat, 0))
-        new.meta["val"] = torch.empty(list(n.meta["val"].shape), dtype=torch.bool, device="meta")
+                new = _node(graph, aten.any.dim, (flat, 0), val, shape, dtype=torch.bool)
         n.replace_all_uses_with(new)
         graph.erase_node(n)
 
