@@ -12,11 +12,8 @@ Module::~Module() = default;
 
 Error Module::load() {
   if (program_) return Error::Ok;
-  auto loader = runtime::FileDataLoader::from(file_path_.c_str());
-  ET_TRY(loader);
-  auto program = runtime::Program::load(std::move(loader.get()));
-  ET_TRY(program);
-  program_ = std::move(program.get());
+  ET_TRY_ASSIGN(auto loader, runtime::FileDataLoader::from(file_path_.c_str()));
+  ET_TRY_ASSIGN(program_, runtime::Program::load(std::move(loader)));
   return Error::Ok;
 }
 
@@ -37,9 +34,8 @@ runtime::Result<runtime::Method*> Module::method(const std::string& name) {
   ET_TRY(load());
   auto it = methods_.find(name);
   if (it == methods_.end()) {
-    auto m = program_->load_method(name.c_str());
-    ET_TRY(m);
-    it = methods_.emplace(name, std::move(m.get())).first;
+    ET_TRY_ASSIGN(auto m, program_->load_method(name.c_str()));
+    it = methods_.emplace(name, std::move(m)).first;
   }
   return it->second.get();
 }
@@ -48,9 +44,7 @@ Error Module::load_method(const std::string& name) { return method(name).error()
 
 runtime::Result<std::vector<runtime::EValue>> Module::execute(const std::string& name,
                                                               const std::vector<runtime::EValue>& inputs) {
-  auto m = method(name);
-  ET_TRY(m);
-  runtime::Method* method = m.get();
+  ET_TRY_ASSIGN(runtime::Method* method, this->method(name));
   ET_CHECK_OR_RETURN(inputs.size() == method->num_inputs(), Error::InvalidArgument,
                      "method '%s' takes %zu inputs, got %zu", name.c_str(), method->num_inputs(), inputs.size());
   for (size_t i = 0; i < inputs.size(); ++i) ET_TRY(method->set_input(i, inputs[i]));

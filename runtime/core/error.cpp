@@ -1,5 +1,10 @@
 #include <executorch/runtime/core/error.h>
 
+#include <cstdio>
+#include <cstdlib>
+
+#include <executorch/runtime/core/result.h>
+
 namespace executorch {
 namespace runtime {
 
@@ -22,6 +27,13 @@ const char* to_string(Error error) {
   }
   return "Unknown";
 }
+
+namespace internal {
+void get_on_error(Error error) {
+  std::fprintf(stderr, "executorch: Result::get() on a failed Result (%s)\n", to_string(error));
+  std::abort();
+}
+}  // namespace internal
 
 }  // namespace runtime
 }  // namespace executorch

@@ -7,8 +7,9 @@
 namespace executorch {
 namespace runtime {
 
-// Status codes returned across library boundaries; no exception ever crosses one.
-enum class Error : uint32_t {
+// Status codes returned across library boundaries; no exception ever crosses one. Discarding one
+// is a warning: a failure is handled or passed on.
+enum class [[nodiscard]] Error : uint32_t {
   Ok = 0,
   Internal = 1,
   InvalidState = 2,

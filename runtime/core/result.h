@@ -9,9 +9,15 @@
 namespace executorch {
 namespace runtime {
 
+namespace internal {
+// Reports get() on a failed Result, a caller's bug, and aborts: reading the value would be garbage.
+[[noreturn]] EXECUTORCH_API void get_on_error(Error error);
+}  // namespace internal
+
 // A value or an Error. Failures cross library boundaries as values, never as exceptions.
+// Discarding one is a warning; get() on an error aborts, naming the error.
 template <typename T>
-class Result final {
+class [[nodiscard]] Result final {
  public:
   Result(T&& value) : ok_(true) { new (&value_) T(std::move(value)); }             // NOLINT
   Result(const T& value) : ok_(true) { new (&value_) T(value); }                    // NOLINT
@@ -32,10 +38,16 @@ class Result final {
 
   bool ok() const { return ok_; }
   Error error() const { return ok_ ? Error::Ok : error_; }
-  T& get() { return value_; }
-  const T& get() const { return value_; }
-  T& operator*() { return value_; }
-  T* operator->() { return &value_; }
+  T& get() {
+    if (!ok_) internal::get_on_error(error_);
+    return value_;
+  }
+  const T& get() const {
+    if (!ok_) internal::get_on_error(error_);
+    return value_;
+  }
+  T& operator*() { return get(); }
+  T* operator->() { return &get(); }
 
  private:
   bool ok_;
@@ -57,6 +69,16 @@ class Result final {
       return et_try_error__;                                  \
     }                                                         \
   } while (0)
+
+// Declares `lhs` (`auto x`, `Foo* x`) from the value of the Result `expr`, or returns its error from
+// the enclosing function: ET_TRY_ASSIGN(auto program, Program::load(std::move(loader)));
+#define ET_TRY_ASSIGN(lhs, expr) ET_TRY_ASSIGN_IMPL_(ET_TRY_CONCAT_(et_try_result_, __LINE__), lhs, expr)
+#define ET_TRY_CONCAT_(a, b) ET_TRY_CONCAT2_(a, b)
+#define ET_TRY_CONCAT2_(a, b) a##b
+#define ET_TRY_ASSIGN_IMPL_(tmp, lhs, expr) \
+  auto tmp = (expr);                        \
+  if (!tmp.ok()) return tmp.error();        \
+  lhs = std::move(tmp.get())
 
 namespace executorch {
 namespace runtime {

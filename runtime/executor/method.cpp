@@ -263,9 +263,7 @@ Error Method::parse_instructions(const Program& program, const fb::ExecutionPlan
       const auto* segs = program.flatbuffer()->segments();
       ET_CHECK_OR_RETURN(ref->index() < size_of(segs), Error::InvalidProgram,
                          "delegate %zu: payload segment %u does not exist", d, ref->index());
-      auto bytes = program.segment_data(ref->index(), 0, segs->Get(ref->index())->size());
-      ET_TRY(bytes);
-      payload = *bytes;
+      ET_TRY_ASSIGN(payload, program.segment_data(ref->index(), 0, segs->Get(ref->index())->size()));
     } else {
       return ET_ERROR(Error::InvalidProgram, "delegate %zu: unknown payload location", d);
     }

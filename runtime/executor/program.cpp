@@ -170,10 +170,9 @@ Result<std::vector<uint64_t>> Program::planned_buffer_sizes(const char* name) co
 }
 
 Result<uint64_t> Program::planned_bytes(const char* name) const {
-  auto sizes = planned_buffer_sizes(name);
-  ET_TRY(sizes);
+  ET_TRY_ASSIGN(const auto sizes, planned_buffer_sizes(name));
   uint64_t total = 0;
-  for (uint64_t s : sizes.get()) total = s > UINT64_MAX - total ? UINT64_MAX : total + s;
+  for (uint64_t s : sizes) total = s > UINT64_MAX - total ? UINT64_MAX : total + s;
   return total;
 }
 

@@ -39,12 +39,11 @@ std::vector<float> random(size_t n, unsigned seed) {
 }
 
 Error call(const char* op, std::vector<EValue> args) {
-  auto fn = rt::get_op_function(op);
-  if (!fn.ok()) return fn.error();
+  ET_TRY_ASSIGN(const auto fn, rt::get_op_function(op));
   std::vector<EValue*> ptrs;
   for (auto& a : args) ptrs.push_back(&a);
   rt::KernelRuntimeContext ctx;
-  return fn.get()(ctx, {ptrs.data(), ptrs.size()});
+  return fn(ctx, {ptrs.data(), ptrs.size()});
 }
 
 bool close(const std::vector<float>& a, const std::vector<float>& b, float tol) {

@@ -82,9 +82,8 @@ inline std::vector<uint8_t> build_program(const Options& o = {}) {
 }
 
 inline rt::Result<std::unique_ptr<rt::Program>> load(const std::vector<uint8_t>& bytes) {
-  auto loader = rt::OwnedBufferDataLoader::copy_of(bytes.data(), bytes.size());
-  if (!loader.ok()) return loader.error();
-  return rt::Program::load(std::move(loader.get()));
+  ET_TRY_ASSIGN(auto loader, rt::OwnedBufferDataLoader::copy_of(bytes.data(), bytes.size()));
+  return rt::Program::load(std::move(loader));
 }
 
 }  // namespace testing

@@ -14,22 +14,18 @@ namespace testing {
 using runtime::Error;
 
 Error load_and_run(const uint8_t* data, size_t size, const RunOptions& options) {
-  auto loader = runtime::OwnedBufferDataLoader::copy_of(data, size);
-  if (!loader.ok()) return loader.error();
-  auto program = runtime::Program::load(std::move(loader.get()));
-  if (!program.ok()) return program.error();
-  for (size_t i = 0; i < program.get()->num_methods(); ++i) {
-    const char* name = program.get()->method_name(i);
+  ET_TRY_ASSIGN(auto loader, runtime::OwnedBufferDataLoader::copy_of(data, size));
+  ET_TRY_ASSIGN(auto program, runtime::Program::load(std::move(loader)));
+  for (size_t i = 0; i < program->num_methods(); ++i) {
+    const char* name = program->method_name(i);
     if (options.max_planned_bytes != 0) {
-      auto total = program.get()->planned_bytes(name);
-      if (!total.ok()) return total.error();
-      if (total.get() > options.max_planned_bytes) {
+      ET_TRY_ASSIGN(const uint64_t total, program->planned_bytes(name));
+      if (total > options.max_planned_bytes) {
         return ET_ERROR(Error::MemoryAllocationFailed, "planned memory over the harness limit");
       }
     }
-    auto method = program.get()->load_method(name);
-    if (!method.ok()) return method.error();
-    runtime::Method& m = *method.get();
+    ET_TRY_ASSIGN(auto method, program->load_method(name));
+    runtime::Method& m = *method;
     std::vector<std::vector<uint8_t>> storage(m.num_inputs());
     for (size_t k = 0; k < m.num_inputs(); ++k) {
       const runtime::EValue& declared = m.input(k);

@@ -79,13 +79,14 @@ struct CUDAStreamGuardOpaque {
 
 namespace {
 
+// The C ABI answers with a code; the message is kept for last_error_message().
 AOTITorchError fail(const char* what) {
-  rt::set_error(rt::Error::InvalidArgument, "%s", what);
+  (void)rt::set_error(rt::Error::InvalidArgument, "%s", what);
   return AOTI_TORCH_FAILURE;
 }
 
 AOTITorchError cuda_fail(cudaError_t status, const char* what) {
-  ecuda::to_error(status, what);
+  (void)ecuda::to_error(status, what);
   return AOTI_TORCH_FAILURE;
 }
 
@@ -300,7 +301,7 @@ AOTITorchError aoti_torch_get_current_cuda_stream(int32_t, void** ret_stream) {
 
 static AOTITorchError check_matrix(AtenTensorHandle t, rt::ScalarType dtype, const char* what) {
   if (t == nullptr || t->device_type != kCuda || t->dtype != dtype || !t->contiguous()) {
-    rt::set_error(rt::Error::InvalidArgument, "%s must be a contiguous %s CUDA tensor like mat1", what,
+    (void)rt::set_error(rt::Error::InvalidArgument, "%s must be a contiguous %s CUDA tensor like mat1", what,
                   rt::to_string(dtype));
     return AOTI_TORCH_FAILURE;
   }
@@ -337,7 +338,7 @@ AOTITorchError aoti_torch_cuda_addmm_out(AtenTensorHandle out, AtenTensorHandle 
   const int64_t m = out->sizes[0], n = out->sizes[1], k = mat1->sizes[1];
   const bool half = type != CUDA_R_32F;
   if (half && !kc::cublas_available()) {
-    rt::set_error(rt::Error::NotSupported, "aoti_torch_cuda_addmm_out: %s needs cuBLAS: %s",
+    (void)rt::set_error(rt::Error::NotSupported, "aoti_torch_cuda_addmm_out: %s needs cuBLAS: %s",
                   rt::to_string(mat1->dtype), kc::cublas_unavailable_reason());
     return AOTI_TORCH_FAILURE;
   }
@@ -360,7 +361,7 @@ AOTITorchError aoti_torch_cuda_addmm_out(AtenTensorHandle out, AtenTensorHandle 
     if (m == 0 || n == 0) return AOTI_TORCH_SUCCESS;
     if (const char* e = kc::cublas_gemm(type, m, n, k, static_cast<float>(alpha), mat1->data(), mat2->data(), b,
                                         out->data(), stream)) {
-      rt::set_error(rt::Error::Internal, "aoti_torch_cuda_addmm_out: %s", e);
+      (void)rt::set_error(rt::Error::Internal, "aoti_torch_cuda_addmm_out: %s", e);
       return AOTI_TORCH_FAILURE;
     }
     return AOTI_TORCH_SUCCESS;
@@ -406,13 +407,13 @@ AOTITorchError aoti_torch_cuda_bmm_out(AtenTensorHandle out, AtenTensorHandle se
   if (kc::cublas_available()) {
     if (const char* e = kc::cublas_gemm(type, m, n, k, 1.f, self->data(), mat2->data(), 0.f, out->data(), stream, batch,
                                         sa, sb, sc)) {
-      rt::set_error(rt::Error::Internal, "aoti_torch_cuda_bmm_out: %s", e);
+      (void)rt::set_error(rt::Error::Internal, "aoti_torch_cuda_bmm_out: %s", e);
       return AOTI_TORCH_FAILURE;
     }
     return AOTI_TORCH_SUCCESS;
   }
   if (type != CUDA_R_32F) {
-    rt::set_error(rt::Error::NotSupported, "aoti_torch_cuda_bmm_out: %s needs cuBLAS: %s", rt::to_string(self->dtype),
+    (void)rt::set_error(rt::Error::NotSupported, "aoti_torch_cuda_bmm_out: %s needs cuBLAS: %s", rt::to_string(self->dtype),
                   kc::cublas_unavailable_reason());
     return AOTI_TORCH_FAILURE;
   }
