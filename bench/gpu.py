@@ -12,7 +12,7 @@ per row on the device), torch's the float32 model (max |err| is then the quantiz
 GEMM: TF/s of both and their ratio ours / torch (higher is better), with the relative error of ours
 against float64.
 
---models real runs the models of tests/models/real.py (and ResNet-50) at their example inputs,
+--models real runs the models of tests/models/real.py (and ResNet-50; --only picks any of its models) at their example inputs,
 repeated to each of --batches, printing for each dtype and batch the number of delegate calls (or
 why export failed), ours on torch CUDA tensors (outputs left on the device, as torch's are), ours
 from host memory, torch eager and, for the models named by --compile in --compile-dtypes,
@@ -106,7 +106,8 @@ def real_models(dtypes: list[str], batches: list[int], compiled: set[str], compi
     from tests.models.real import MODELS as REAL, MORE_MODELS
 
     cases = {**REAL, "resnet50": MORE_MODELS["resnet50"]}
-    cases = {k: v for k, v in cases.items() if not only or k in only}
+    if only:  # any model of tests/models/real.py
+        cases = {k: v for k, v in {**REAL, **MORE_MODELS}.items() if k in only}
     print(f"{'model':28} {'dtype':>8} {'batch':>5} {'calls':>5} {'ours ms':>9} {'host ms':>9} {'eager ms':>9} "
           f"{'ratio':>6} {'compile ms':>10} {'ratio':>6} {'rel err':>9}")
     for name, factory in cases.items():

@@ -393,3 +393,87 @@ def test_mixed_dtypes_and_isinf_match_torch(dtype) -> None:
     assert got.dtype == want.dtype
     torch.testing.assert_close(got.float(), want.float(), rtol=1e-2, atol=1e-2, equal_nan=True)  # the inf row
 
+
+
+class NormForms(torch.nn.Module):
+    """What the backend runs in another form: group norm (with and without affine parameters), a
+    2-norm over the last dimension (F.normalize) and a mean over a leading dimension."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.affine = torch.nn.GroupNorm(4, 8)
+        self.plain = torch.nn.GroupNorm(8, 8, affine=False)
+        with torch.no_grad():
+            self.affine.weight.normal_()
+            self.affine.bias.normal_()
+
+    def forward(self, x):
+        y = self.plain(self.affine(x))
+        unit = torch.nn.functional.normalize(y.flatten(2), dim=-1).view_as(y)
+        return unit + y.mean(1, keepdim=True) + y.mean(1).unsqueeze(1) * 0.5
+
+
+class MaskOps(torch.nn.Module):
+    """transformers' attention masks: a padding mask picked by index tensors (index.Tensor), and'ed
+    with a causal one (bitwise_and), or'ed with the diagonal, converted to integers and back."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.register_buffer("causal", torch.ones(5, 5, dtype=torch.bool).tril())
+        self.register_buffer("diagonal", torch.eye(5, dtype=torch.bool))
+
+    def forward(self, x):  # [2, 5, 16]
+        keep = x[..., 0] > 0
+        padding = keep[torch.arange(2).view(2, 1, 1), torch.arange(5).view(1, 1, 5)]  # [2, 1, 5]
+        mask = (self.causal & padding) | self.diagonal
+        q = x.unsqueeze(1)
+        att = torch.nn.functional.scaled_dot_product_attention(q, q, q, attn_mask=mask.unsqueeze(1)).squeeze(1)
+        counts = keep.long().to(x.dtype)  # bool -> int64 -> float
+        return att + counts.unsqueeze(-1) * 0.5 + mask.to(torch.int32).to(x.dtype).sum(-1, keepdim=True)
+
+
+def _device_lowered(model: torch.nn.Module, example: tuple):
+    """The float32 plan and constants export(backend="cuda") delegates from, with its rewrites."""
+    from executorch.export._rewrite import simplify
+
+    with torch.no_grad():
+        ep = torch.export.export(model, example).run_decompositions(_export._decompositions())
+        simplify(ep, for_device=True)
+    return _export._lower(ep, "forward", set(_export.supported_operators()))
+
+
+@pytest.mark.parametrize("model, shape", [(NormForms, (2, 8, 6, 6)), (MaskOps, (2, 5, 16))])
+def test_device_forms_are_one_payload_that_matches_torch(model, shape) -> None:
+    """Rewritten for the device and delegated whole in every dtype; the float32 payload, run on the
+    CPU runtime, gives torch's output (1e-4 relative)."""
+    from executorch.serialization.pte import deserialize
+
+    torch.manual_seed(0)
+    module, example = model().eval(), (torch.randn(*shape),)
+    for dtype in (torch.float32, torch.float16, torch.bfloat16):
+        spec = deserialize(export(module, example, backend="cuda", dtype=dtype))
+        assert spec.metadata["cuda_delegate_calls"] == "1", dtype
+        assert not [i for i in spec.plans[0].instructions if hasattr(i, "op_index")], f"{dtype}: a CPU kernel is left"
+    plan, constants = _device_lowered(module, example)
+    assert _partition._runs(plan, constants) == [(0, len(plan.instructions))]
+    names = {plan.operators[i.op_index][0] for i in plan.instructions}
+    rewritten = {"aten::native_group_norm", "aten::linalg_vector_norm"}
+    assert not names & rewritten, names
+    payload, _, _ = _partition._subprogram(plan, constants, 0, len(plan.instructions))
+    (got,) = Runtime.get().load_program(payload).load_method().execute([example[0].numpy()])
+    with torch.no_grad():
+        want = module(*example).numpy()
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * max(1.0, float(np.abs(want).max())))
+
+
+@pytest.mark.parametrize("name", ["bert", "llama", "wav2vec2", "timm_levit_128s"])
+def test_real_models_with_masks_and_norms_are_one_delegate_call(name: str) -> None:
+    """transformers' masks (index, bitwise_and, integer casts), group norm and LeViT's mean over
+    tokens run on the device: export(backend="cuda") in float16 leaves no CPU kernel."""
+    from executorch.serialization.pte import deserialize
+    from tests.models.real import MODELS as REAL, MORE_MODELS
+
+    model, example = {**REAL, **MORE_MODELS}[name]()
+    spec = deserialize(export(model, example, backend="cuda", dtype=torch.float16))
+    assert spec.metadata["cuda_delegate_calls"] == "1"
+    assert not [i for i in spec.plans[0].instructions if hasattr(i, "op_index")], "a CPU kernel is left"

@@ -10,7 +10,9 @@ in and out of Method.execute.
   broadcasts, depthwise convolution) and the conversions back to NCHW;
 - AttentionBlocks: multi-head attention reading permuted q, k and v in place, and split by hand;
 - ElementwiseChains: runs of elementwise ops computed in one pass (GPT-2's GELU written out);
-- HalfGuards: T5's mixed-dtype layer norm and isinf-chosen clamp.
+- HalfGuards: T5's mixed-dtype layer norm and isinf-chosen clamp;
+- NormForms: group norm, F.normalize and a mean over a leading dimension, rewritten for the device;
+- MaskOps: transformers' attention masks (index.Tensor, bitwise and/or, integer casts).
 
     python3 tools/gpu/ops_check.py .
 """
@@ -22,7 +24,8 @@ import torch
 sys.path.insert(0, sys.argv[1])
 from executorch.export import export
 from executorch.runtime import Runtime
-from tests.cuda_export_test import AttentionBlocks, ChannelsLastBlocks, ConvBlocks, ElementwiseChains, HalfGuards, VisionOps
+from tests.cuda_export_test import (AttentionBlocks, ChannelsLastBlocks, ConvBlocks, ElementwiseChains, HalfGuards, MaskOps,
+                                    NormForms, VisionOps)
 
 BOUNDS = ((torch.float32, 1e-4), (torch.float16, 1e-2), (torch.bfloat16, 6e-2))
 
@@ -94,4 +97,6 @@ check_dtypes("AttentionBlocks", AttentionBlocks().eval(), torch.randn(3, 9, 32))
 torch.manual_seed(0)
 check_dtypes("ElementwiseChains", ElementwiseChains().eval(), torch.randn(4, 16))
 check_dtypes("HalfGuards", HalfGuards().eval(), torch.randn(3, 8))
+check_dtypes("NormForms", NormForms().eval(), torch.randn(2, 8, 6, 6))
+check_dtypes("MaskOps", MaskOps().eval(), torch.randn(2, 5, 16))
 check_device_tensors()

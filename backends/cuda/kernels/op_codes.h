@@ -21,8 +21,10 @@ enum class Unary {
 };
 enum class Binary { Add, Sub, Mul, Div, Max, Min };
 enum class Compare { Eq, Ne, Lt, Le, Gt, Ge };
-// The floating element types a kernel converts between (_to_copy).
-enum class FloatType { Float32, Float16, BFloat16 };
+// The element types _to_copy converts between.
+enum class ElementType { Float32, Float16, BFloat16, Bool, Int32, Int64 };
+// Elementwise ops on bool tensors (bitwise_and/or/xor, logical_and/or).
+enum class Logic { And, Or, Xor };
 // An attention mask: none, bool (true: attend) or added to the scores.
 enum class AttentionMask { None, Bool, Additive };
 

@@ -285,25 +285,87 @@ __global__ void compare_kernel(Compare op, const T* __restrict__ x, float v, boo
   out[i] = r;
 }
 
-__device__ float load_as_float(const void* p, FloatType type, int64_t i) {
-  switch (type) {
-    case FloatType::Float16: return ld(static_cast<const __half*>(p)[i]);
-    case FloatType::BFloat16: return ld(static_cast<const __nv_bfloat16*>(p)[i]);
-    case FloatType::Float32: break;
-  }
-  return static_cast<const float*>(p)[i];
+__device__ bool integral(ElementType t) {
+  return t == ElementType::Bool || t == ElementType::Int32 || t == ElementType::Int64;
 }
 
-__global__ void cast_kernel(const void* __restrict__ x, FloatType x_type, void* __restrict__ out, FloatType out_type,
-                            int64_t n) {
+__device__ float load_float(const void* p, ElementType type, int64_t i) {
+  switch (type) {
+    case ElementType::Float16: return ld(static_cast<const __half*>(p)[i]);
+    case ElementType::BFloat16: return ld(static_cast<const __nv_bfloat16*>(p)[i]);
+    default: return static_cast<const float*>(p)[i];
+  }
+}
+
+__device__ int64_t load_integer(const void* p, ElementType type, int64_t i) {
+  switch (type) {
+    case ElementType::Bool: return static_cast<const bool*>(p)[i] ? 1 : 0;
+    case ElementType::Int32: return static_cast<const int32_t*>(p)[i];
+    default: return static_cast<const int64_t*>(p)[i];
+  }
+}
+
+// Stores an element read as an integer (`integer`, exact) or as a float (`real`).
+__device__ void store_converted(void* out, ElementType type, int64_t i, bool from_integer, int64_t integer, float real) {
+  const float f = from_integer ? static_cast<float>(integer) : real;
+  switch (type) {
+    case ElementType::Float32: static_cast<float*>(out)[i] = f; break;
+    case ElementType::Float16: static_cast<__half*>(out)[i] = st<__half>(f); break;
+    case ElementType::BFloat16: static_cast<__nv_bfloat16*>(out)[i] = st<__nv_bfloat16>(f); break;
+    case ElementType::Bool: static_cast<bool*>(out)[i] = from_integer ? integer != 0 : real != 0.f; break;
+    case ElementType::Int32:
+      static_cast<int32_t*>(out)[i] = from_integer ? static_cast<int32_t>(integer) : __float2int_rz(real);
+      break;
+    case ElementType::Int64: static_cast<int64_t*>(out)[i] = from_integer ? integer : __float2ll_rz(real); break;
+  }
+}
+
+__global__ void cast_kernel(const void* __restrict__ x, ElementType x_type, void* __restrict__ out,
+                            ElementType out_type, int64_t n) {
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= n) return;
-  const float v = load_as_float(x, x_type, i);
-  switch (out_type) {
-    case FloatType::Float16: static_cast<__half*>(out)[i] = st<__half>(v); break;
-    case FloatType::BFloat16: static_cast<__nv_bfloat16*>(out)[i] = st<__nv_bfloat16>(v); break;
-    case FloatType::Float32: static_cast<float*>(out)[i] = v; break;
+  const bool from_integer = integral(x_type);
+  store_converted(out, out_type, i, from_integer, from_integer ? load_integer(x, x_type, i) : 0,
+                  from_integer ? 0.f : load_float(x, x_type, i));
+}
+
+struct LogicBody {
+  using Value = bool;
+  Logic op;
+  const bool* a;
+  const bool* b;
+  bool* out;
+  template <typename Index>
+  __device__ bool load(const Index* off) const {
+    const bool x = a[off[0]], y = b[off[1]];
+    return op == Logic::And ? x && y : op == Logic::Or ? x || y : x != y;
   }
+};
+
+// One thread per output element: its index tensors' entries pick the source element.
+template <typename E>
+__global__ void index_kernel(const E* __restrict__ self, E* __restrict__ out, IndexGather g, int64_t n, int* bad) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= n) return;
+  int64_t position = i / g.inner, source = i - position * g.inner;
+  int64_t coord[kMaxOpDims];
+  for (int d = g.index_dim - 1; d >= 0; --d) {
+    coord[d] = position % g.index_sizes[d];
+    position /= g.index_sizes[d];
+  }
+  for (int k = 0; k < g.count; ++k) {
+    int64_t at = 0;
+    for (int d = 0; d < g.index_dim; ++d) at += coord[d] * g.index_strides[k][d];
+    int64_t v = g.int32[k] ? static_cast<const int32_t*>(g.index[k])[at] : static_cast<const int64_t*>(g.index[k])[at];
+    if (v < 0) v += g.self_sizes[k];
+    if (v < 0 || v >= g.self_sizes[k]) {
+      out[i] = E{};
+      *bad = 1;
+      return;
+    }
+    source += v * g.self_strides[k];
+  }
+  out[i] = self[source];
 }
 
 __global__ void logical_not_kernel(const bool* __restrict__ x, bool* __restrict__ out, int64_t n) {
@@ -764,7 +826,31 @@ cudaError_t launch_compare_scalar(Compare op, const T* x, float scalar, bool* ou
   return cudaGetLastError();
 }
 
-cudaError_t launch_cast(const void* x, FloatType x_type, void* out, FloatType out_type, int64_t n, cudaStream_t stream) {
+cudaError_t launch_logic(Logic op, const bool* a, const bool* b, bool* out, int64_t n, const Broadcast& shape,
+                         cudaStream_t stream) {
+  const int64_t* strides[] = {shape.a_strides, shape.b_strides};
+  return launch_elementwise<2>(shape.dim, shape.out_sizes, strides, n, LogicBody{op, a, b, out}, stream);
+}
+
+template <typename E>
+cudaError_t index_as(const void* self, void* out, const IndexGather& g, int64_t n, int* bad, cudaStream_t stream) {
+  index_kernel<<<blocks_for(n), kThreads, 0, stream>>>(static_cast<const E*>(self), static_cast<E*>(out), g, n, bad);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_index(const void* self, void* out, const IndexGather& g, int64_t n, int element_size, int* bad,
+                         cudaStream_t stream) {
+  if (n == 0) return cudaSuccess;
+  switch (element_size) {
+    case 1: return index_as<uint8_t>(self, out, g, n, bad, stream);
+    case 2: return index_as<uint16_t>(self, out, g, n, bad, stream);
+    case 4: return index_as<uint32_t>(self, out, g, n, bad, stream);
+    case 8: return index_as<uint64_t>(self, out, g, n, bad, stream);
+    default: return cudaErrorInvalidValue;
+  }
+}
+
+cudaError_t launch_cast(const void* x, ElementType x_type, void* out, ElementType out_type, int64_t n, cudaStream_t stream) {
   if (n == 0) return cudaSuccess;
   cast_kernel<<<blocks_for(n), kThreads, 0, stream>>>(x, x_type, out, out_type, n);
   return cudaGetLastError();

@@ -63,9 +63,29 @@ cudaError_t launch_where(const bool* cond, const T* a, const T* b, T* out, int64
 // out[i] = x[i] (op) scalar, bool out.
 template <typename T>
 cudaError_t launch_compare_scalar(Compare op, const T* x, float scalar, bool* out, int64_t n, cudaStream_t stream);
-// out[i] = x[i] converted between floating element types.
-cudaError_t launch_cast(const void* x, FloatType x_type, void* out, FloatType out_type, int64_t n, cudaStream_t stream);
+// out[i] = x[i] converted as PyTorch converts: to bool, x != 0; floating to integer, truncated
+// toward zero (saturating); integer or bool to floating, rounded to nearest.
+cudaError_t launch_cast(const void* x, ElementType x_type, void* out, ElementType out_type, int64_t n, cudaStream_t stream);
 cudaError_t launch_logical_not(const bool* x, bool* out, int64_t n, cudaStream_t stream);
+// out = a (op) b on bool tensors, each broadcast by `shape`.
+cudaError_t launch_logic(Logic op, const bool* a, const bool* b, bool* out, int64_t n, const Broadcast& shape,
+                         cudaStream_t stream);
+// Advanced indexing self[i_0, ..., i_{count-1}] of a contiguous `self` by `count` integer index
+// tensors on its leading dimensions, broadcast together to `index_dim` sizes: out (contiguous) is
+// [index sizes..., self's sizes after the indexed ones]. A negative index counts from the end; one
+// outside the dimension zeroes its element and sets *bad to 1.
+struct IndexGather {
+  int count, index_dim;
+  int64_t index_sizes[kMaxOpDims];
+  const void* index[kMaxOpDims];
+  bool int32[kMaxOpDims];                    // int32 indices (else int64)
+  int64_t index_strides[kMaxOpDims][kMaxOpDims];  // of index k, per broadcast dimension
+  int64_t self_sizes[kMaxOpDims];            // the indexed dimensions
+  int64_t self_strides[kMaxOpDims];          // their element strides
+  int64_t inner;                             // elements after the indexed dimensions
+};
+cudaError_t launch_index(const void* self, void* out, const IndexGather& g, int64_t n, int element_size, int* bad,
+                         cudaStream_t stream);
 // y[r] = any of the `cols` contiguous elements of row r.
 cudaError_t launch_row_any(const bool* x, bool* y, int64_t rows, int64_t cols, cudaStream_t stream);
 // out[i, :] = weight[indices[i], :] for `n` indices (int64, or int32 where `int32_indices`) into

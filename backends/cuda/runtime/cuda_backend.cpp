@@ -636,15 +636,40 @@ Error run_typed(const Op& op, void* index_error, cudaStream_t stream) {
                                      a[0]->to_tensor().numel(), stream);
       break;
     case OpKind::Cast: {
-      auto code = [](const Tensor& t) {
-        switch (t.scalar_type()) {
-          case runtime::ScalarType::Half: return FloatType::Float16;
-          case runtime::ScalarType::BFloat16: return FloatType::BFloat16;
-          default: return FloatType::Float32;  // plan_op admits float types only
-        }
-      };
       const Tensor &x = a[0]->to_tensor(), &o = a[7]->to_tensor();
-      status = launch_cast(x.const_data_ptr(), code(x), o.mutable_data_ptr(), code(o), x.numel(), stream);
+      ElementType from = ElementType::Float32, to = ElementType::Float32;
+      ET_CHECK_OR_RETURN(element_type_of(x.scalar_type(), &from) && element_type_of(o.scalar_type(), &to),
+                         Error::InvalidArgument, "%s: %s element types", kCudaBackendName, name);
+      status = launch_cast(x.const_data_ptr(), from, o.mutable_data_ptr(), to, x.numel(), stream);
+      break;
+    }
+    case OpKind::Logic: {
+      const Tensor& o = a[2]->to_tensor();
+      Broadcast shape;
+      ET_TRY(make_broadcast(o, {&a[0]->to_tensor(), &a[1]->to_tensor()}, name, &shape));
+      status = launch_logic(op.plan.logic, bp(a[0]), bp(a[1]), bp(a[2]), o.numel(), shape, stream);
+      break;
+    }
+    case OpKind::Index: {
+      const Tensor &x = a[0]->to_tensor(), &o = a[2]->to_tensor();
+      const auto items = a[1]->to_tensor_list();
+      IndexGather g{};
+      g.count = static_cast<int>(items.size());
+      g.index_dim = o.dim() - (x.dim() - g.count);
+      for (int d = 0; d < g.index_dim; ++d) g.index_sizes[d] = o.size(d);
+      g.inner = 1;
+      for (int d = g.count; d < x.dim(); ++d) g.inner *= x.size(d);
+      for (int k = 0; k < g.count; ++k) {
+        const Tensor& t = items[k]->to_tensor();
+        g.index[k] = t.const_data_ptr();
+        g.int32[k] = t.scalar_type() == runtime::ScalarType::Int;
+        ET_CHECK_OR_RETURN(broadcast_strides(t, g.index_dim, g.index_sizes, g.index_strides[k]), Error::InvalidArgument,
+                           "%s: %s index %d does not broadcast", kCudaBackendName, name, k);
+        g.self_sizes[k] = x.size(k);
+        g.self_strides[k] = x.strides()[k];
+      }
+      status = launch_index(x.const_data_ptr(), o.mutable_data_ptr(), g, o.numel(), static_cast<int>(x.element_size()),
+                            static_cast<int*>(index_error), stream);
       break;
     }
     case OpKind::LogicalNot:
@@ -919,6 +944,47 @@ bool view_strides(const int64_t* old_sizes, const int64_t* old_strides, int old_
     }
   }
   for (; d_new >= 0; --d_new) strides[d_new] = 0;  // trailing size-1 dimensions
+  return true;
+}
+
+// The index tensors of index.Tensor calls that are constants of the payload, every entry within
+// its dimension: checked once here, on the host (before the upload), so an index.Tensor reading
+// only those needs no check on the device, nor the wait for its answer after each execute.
+std::unordered_set<const EValue*> constant_indices_in_range(runtime::Method& m) {
+  std::unordered_set<const EValue*> constant, checked;
+  for (size_t i = 0; i < m.num_values(); ++i) {
+    if (m.value_memory(i) == runtime::Method::Memory::Constant) constant.insert(&m.value(i));
+  }
+  for (size_t k = 0; k < m.num_instructions(); ++k) {
+    const char* name = m.instruction_operator(k);
+    const Span<EValue*> a = m.instruction_args(k);
+    if (name == nullptr || std::strcmp(name, "aten::index.Tensor") != 0 || a.size() != 3 || !a[0]->is_tensor() ||
+        !a[1]->is_tensor_list()) {
+      continue;
+    }
+    const Tensor& x = a[0]->to_tensor();
+    const auto items = a[1]->to_tensor_list();
+    for (size_t d = 0; d < items.size() && static_cast<int>(d) < x.dim(); ++d) {
+      if (items[d] == nullptr || !constant.count(items[d]) || !items[d]->is_tensor()) continue;
+      const Tensor& t = items[d]->to_tensor();
+      const bool int32 = t.scalar_type() == runtime::ScalarType::Int;
+      if (!int32 && t.scalar_type() != runtime::ScalarType::Long) continue;
+      const int64_t size = x.size(static_cast<int>(d));
+      bool in_range = true;
+      for (int64_t j = 0; j < t.numel() && in_range; ++j) {
+        const int64_t v = int32 ? static_cast<const int32_t*>(t.const_data_ptr())[j] : static_cast<const int64_t*>(t.const_data_ptr())[j];
+        in_range = v >= -size && v < size;
+      }
+      if (in_range) checked.insert(items[d]);
+    }
+  }
+  return checked;
+}
+
+bool all_of_list(const EValue* list, const std::unordered_set<const EValue*>& set) {
+  for (const EValue* item : list->to_tensor_list()) {
+    if (!set.count(item)) return false;
+  }
   return true;
 }
 
@@ -1346,15 +1412,13 @@ class CudaBackend final : public runtime::BackendInterface {
     auto d = std::unique_ptr<Delegate>(new (std::nothrow) Delegate());
     if (!d) return ET_ERROR(Error::MemoryAllocationFailed, "%s: out of host memory", kCudaBackendName);
     // The payload is a program of its own; loading it runs every check a .pte gets.
-    auto loader = runtime::OwnedBufferDataLoader::copy_of(processed.data(), processed.size());
-    ET_TRY(loader);
-    auto program = runtime::Program::load(std::move(loader.get()));
+    ET_TRY_ASSIGN(auto loader, runtime::OwnedBufferDataLoader::copy_of(processed.data(), processed.size()));
+    auto program = runtime::Program::load(std::move(loader));
     if (!program.ok()) return ET_ERROR(program.error(), "%s payload: %s", kCudaBackendName, runtime::last_error_message());
     d->program = std::move(program.get());
     const char* method_name = d->program->method_name(0);
-    auto sizes = d->program->planned_buffer_sizes(method_name);
-    ET_TRY(sizes);
-    for (uint64_t bytes : sizes.get()) {
+    ET_TRY_ASSIGN(const auto sizes, d->program->planned_buffer_sizes(method_name));
+    for (uint64_t bytes : sizes) {
       DeviceBuffer b;
       ET_TRY(ecuda::to_error(cudaMalloc(&b.ptr, bytes ? bytes : 1), "CudaBackend: planned device memory"));
       d->spans.emplace_back(static_cast<uint8_t*>(b.ptr), static_cast<size_t>(bytes));
@@ -1365,6 +1429,7 @@ class CudaBackend final : public runtime::BackendInterface {
     if (!method.ok()) return ET_ERROR(method.error(), "%s payload: %s", kCudaBackendName, runtime::last_error_message());
     d->method = std::move(method.get());
     runtime::Method& m = *d->method;
+    const std::unordered_set<const EValue*> checked = constant_indices_in_range(m);
     // Constants go to the device once; every tensor then lives there.
     for (size_t i = 0; i < m.num_values(); ++i) {
       if (!m.value(i).is_tensor()) continue;
@@ -1386,7 +1451,8 @@ class CudaBackend final : public runtime::BackendInterface {
       op.name = m.instruction_operator(k);
       if (op.plan.kind == OpKind::BatchNorm) ET_TRY(prepare_batch_norm(op));
       if (op.plan.kind == OpKind::Int8Linear) ET_TRY(prepare_int8_linear(op));
-      d->checks_indices |= op.plan.kind == OpKind::Embedding || op.plan.kind == OpKind::IndexSelect;
+      d->checks_indices |= op.plan.kind == OpKind::Embedding || op.plan.kind == OpKind::IndexSelect ||
+                           (op.plan.kind == OpKind::Index && !all_of_list(op.args[1], checked));
       if (op.plan.kind == OpKind::Addmm || op.plan.kind == OpKind::Mm || op.plan.kind == OpKind::Bmm) {
         for (size_t t : op.plan.kind == OpKind::Addmm ? std::vector<size_t>{0, 1, 2, 5} : std::vector<size_t>{0, 1, 2}) {
           op.shim.emplace_back();

@@ -122,7 +122,13 @@ bool classify(const std::string& name, OpPlan* op) {
       {"aten::eq.Scalar", Compare::Eq}, {"aten::ne.Scalar", Compare::Ne}, {"aten::lt.Scalar", Compare::Lt},
       {"aten::le.Scalar", Compare::Le}, {"aten::gt.Scalar", Compare::Gt}, {"aten::ge.Scalar", Compare::Ge},
   };
+  static const struct { const char* name; Logic op; } logic[] = {
+      {"aten::bitwise_and.Tensor", Logic::And}, {"aten::bitwise_or.Tensor", Logic::Or},
+      {"aten::bitwise_xor.Tensor", Logic::Xor}, {"aten::logical_and", Logic::And},
+      {"aten::logical_or", Logic::Or},          {"aten::logical_xor", Logic::Xor},
+  };
   static const struct { const char* name; OpKind kind; } other[] = {
+      {"aten::index.Tensor", OpKind::Index},
       {"aten::addmm", OpKind::Addmm},
       {"aten::mm", OpKind::Mm},
       {"aten::bmm", OpKind::Bmm},
@@ -171,6 +177,9 @@ bool classify(const std::string& name, OpPlan* op) {
   }
   for (const auto& c : compare) {
     if (name == c.name) return op->kind = OpKind::Compare, op->compare = c.op, true;
+  }
+  for (const auto& l : logic) {
+    if (name == l.name) return op->kind = OpKind::Logic, op->logic = l.op, true;
   }
   for (const auto& o : other) {
     if (name == o.name) return op->kind = o.kind, true;
@@ -329,6 +338,45 @@ Error plan_index_select(Span<EValue*> a, const char* op, OpPlan* plan) {
                 static_cast<long long>(kMaxIndexSelectSlices));
   ET_TRY(need_shape_but(x, a[3], dim, idx.numel(), op));
   plan->ints[0] = dim;
+  return Error::Ok;
+}
+
+// index.Tensor(self, indices, out): integer index tensors (int64 or int32, checked on the device as
+// embedding's) for the leading dimensions of self, broadcast together; no None between them (the
+// indexed dimensions would move).
+Error plan_index(Span<EValue*> a, const char* op) {
+  PAYLOAD_CHECK(a.size() == 3 && a[1]->is_tensor_list() && same_type_tensors(a[0], a[2]), "%s %s: arguments",
+                kCudaBackendName, op);
+  const Tensor &x = a[0]->to_tensor(), &o = a[2]->to_tensor();
+  const auto items = a[1]->to_tensor_list();
+  PAYLOAD_CHECK(!items.empty() && static_cast<int>(items.size()) <= x.dim(), "%s %s: %zu indices for a %d-D tensor",
+                kCudaBackendName, op, items.size(), x.dim());
+  int64_t shape[kMaxOpDims];
+  int rank = 0;
+  for (size_t k = 0; k < items.size(); ++k) {
+    PAYLOAD_CHECK(items[k] != nullptr && items[k]->is_tensor() &&
+                      (items[k]->to_tensor().scalar_type() == runtime::ScalarType::Long ||
+                       items[k]->to_tensor().scalar_type() == runtime::ScalarType::Int),
+                  "%s %s: index %zu must be an int64 or int32 tensor (None and masks are not run)", kCudaBackendName, op,
+                  k);
+    rank = std::max(rank, items[k]->to_tensor().dim());
+  }
+  std::fill(shape, shape + kMaxOpDims, 1);
+  for (const EValue* item : items) {
+    const Tensor& t = item->to_tensor();
+    for (int d = 0; d < t.dim(); ++d) {
+      int64_t& s = shape[rank - t.dim() + d];
+      PAYLOAD_CHECK(s == 1 || t.size(d) == 1 || t.size(d) == s, "%s %s: index shapes do not broadcast", kCudaBackendName,
+                    op);
+      if (t.size(d) != 1) s = t.size(d);
+    }
+  }
+  const int kept = x.dim() - static_cast<int>(items.size());
+  PAYLOAD_CHECK(o.dim() == rank + kept, "%s %s: the output's rank differs", kCudaBackendName, op);
+  for (int d = 0; d < o.dim(); ++d) {
+    PAYLOAD_CHECK(o.size(d) == (d < rank ? shape[d] : x.size(d - rank + static_cast<int>(items.size()))),
+                  "%s %s: the output's shape differs", kCudaBackendName, op);
+  }
   return Error::Ok;
 }
 
@@ -606,6 +654,18 @@ Error plan_attention(Span<EValue*> a, const char* op, OpPlan* plan) {
 
 }  // namespace
 
+bool element_type_of(runtime::ScalarType t, ElementType* out) {
+  switch (t) {
+    case runtime::ScalarType::Float: return *out = ElementType::Float32, true;
+    case runtime::ScalarType::Half: return *out = ElementType::Float16, true;
+    case runtime::ScalarType::BFloat16: return *out = ElementType::BFloat16, true;
+    case runtime::ScalarType::Bool: return *out = ElementType::Bool, true;
+    case runtime::ScalarType::Int: return *out = ElementType::Int32, true;
+    case runtime::ScalarType::Long: return *out = ElementType::Int64, true;
+    default: return false;
+  }
+}
+
 Error plan_op(const char* name, Span<EValue*> a, OpPlan* plan) {
   ET_CHECK_OR_RETURN(classify(name, plan), Error::NotSupported, "%s does not implement %s", kCudaBackendName, name);
   const size_t n = a.size();
@@ -683,14 +743,26 @@ Error plan_op(const char* name, Span<EValue*> a, OpPlan* plan) {
                     kCudaBackendName, name);
       return need_numel(a[5], total, name, 5);
     }
-    case OpKind::Cast:
+    case OpKind::Cast: {
       // _to_copy(self, dtype, layout, device, pin_memory, non_blocking, memory_format, out)
       PAYLOAD_CHECK(n == 8, "%s %s: %zu arguments", kCudaBackendName, name, n);
-      ET_TRY(need_float(a[0], name, 0));
-      ET_TRY(need_float(a[7], name, 7));
+      ElementType unused;
+      for (size_t i : {0, 7}) {
+        PAYLOAD_CHECK(a[i]->is_tensor() && element_type_of(a[i]->to_tensor().scalar_type(), &unused),
+                      "%s %s: argument %zu must be a float32, float16, bfloat16, bool, int32 or int64 tensor",
+                      kCudaBackendName, name, i);
+      }
       PAYLOAD_CHECK(a[7]->to_tensor().numel() == a[0]->to_tensor().numel(), "%s %s: output size differs",
                     kCudaBackendName, name);
       return Error::Ok;
+    }
+    case OpKind::Logic:
+      PAYLOAD_CHECK(n == 3 && is_bool(a[0]) && is_bool(a[1]) && is_bool(a[2]), "%s %s: bool tensors only",
+                    kCudaBackendName, name);
+      for (size_t i : {0, 1}) ET_TRY(need_broadcast(a[i], a[2]->to_tensor(), name, i));
+      return Error::Ok;
+    case OpKind::Index:
+      return plan_index(a, name);
     case OpKind::Addmm:
     case OpKind::Mm: {
       const bool addmm = plan->kind == OpKind::Addmm;
@@ -807,18 +879,14 @@ namespace {
 template <typename Fn>
 auto with_host_method(Span<const uint8_t> bytes, uint64_t max_planned_bytes, Fn fn) -> decltype(fn(
     std::declval<runtime::Method&>())) {
-  auto loader = runtime::OwnedBufferDataLoader::copy_of(bytes.data(), bytes.size());
-  ET_TRY(loader);
-  auto program = runtime::Program::load(std::move(loader.get()));
-  ET_TRY(program);
-  const char* method_name = program.get()->method_name(0);
-  auto total = program.get()->planned_bytes(method_name);
-  ET_TRY(total);
-  ET_CHECK_OR_RETURN(total.get() <= max_planned_bytes, Error::MemoryAllocationFailed, "%s payload plans more than %llu bytes",
+  ET_TRY_ASSIGN(auto loader, runtime::OwnedBufferDataLoader::copy_of(bytes.data(), bytes.size()));
+  ET_TRY_ASSIGN(auto program, runtime::Program::load(std::move(loader)));
+  const char* method_name = program->method_name(0);
+  ET_TRY_ASSIGN(const uint64_t total, program->planned_bytes(method_name));
+  ET_CHECK_OR_RETURN(total <= max_planned_bytes, Error::MemoryAllocationFailed, "%s payload plans more than %llu bytes",
                      kCudaBackendName, static_cast<unsigned long long>(max_planned_bytes));
-  auto method = program.get()->load_method(method_name);
-  ET_TRY(method);
-  return fn(*method.get());
+  ET_TRY_ASSIGN(auto method, program->load_method(method_name));
+  return fn(*method);
 }
 
 }  // namespace

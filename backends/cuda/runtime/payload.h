@@ -26,7 +26,7 @@ namespace cuda {
 enum class OpKind {
   Addmm, Mm, Bmm, Unary, Binary, Softmax, LogSoftmax, LayerNorm, Copy, Permute, Expand, Split, Conv, BatchNorm,
   MaxPool, AvgPool, RowReduce, Compare, LogicalNot, Any, Where, Embedding, Cast, Int8Linear, Attention, Slice, Select, Cat,
-  AdaptiveAvgPool, AsStrided, ConstantPad, IndexSelect, Upsample
+  AdaptiveAvgPool, AsStrided, ConstantPad, IndexSelect, Upsample, Logic, Index
 };
 
 // One checked instruction. Conv (1-D as height 1): ints = n, c, h, w, oc, kh, kw, stride h/w,
@@ -43,12 +43,16 @@ struct OpPlan {
   Unary unary = Unary::Relu;
   Binary binary = Binary::Add;
   Compare compare = Compare::Eq;
+  Logic logic = Logic::And;
   // The element type of the op's floating tensors (all alike): Float, Half or BFloat16.
   runtime::ScalarType dtype = runtime::ScalarType::Float;
   int64_t ints[16] = {};
   // Unary parameters p0, p1 (Clamp's bounds, LeakyRelu's slope, Pow's exponent).
   float scalars[2] = {};
 };
+
+// The kernels' code for a tensor element type _to_copy converts; false for the others.
+bool element_type_of(runtime::ScalarType t, ElementType* out);
 
 // Checks kernel call `name` with `args` (ATen schema order, outputs last) and fills `plan`.
 runtime::Error plan_op(const char* name, runtime::Span<runtime::EValue*> args, OpPlan* plan);

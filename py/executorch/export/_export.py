@@ -538,7 +538,7 @@ def export(
         except Exception as e:  # torch's own message says what could not be traced
             raise ExportError(f"torch.export could not capture the module: {e}") from e
         ep = ep.run_decompositions(_decompositions())
-        simplify(ep)
+        simplify(ep, for_device=backend == "cuda")
     widen = dtype if dtype in (torch.float16, torch.bfloat16) and backend != "cuda" else None
     plan_, constants = _lower(ep, method_name, set(supported_operators()), widen)
     segments = [constants]

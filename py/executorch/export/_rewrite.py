@@ -9,6 +9,7 @@ call. Here it becomes the matrix product it is, with the bias added by addmm.
 
 from __future__ import annotations
 
+import operator
 from typing import Any
 
 import torch
@@ -158,12 +159,116 @@ def _isinf_any(graph: torch.fx.Graph) -> None:
         graph.erase_node(n)
 
 
-def simplify(ep: torch.export.ExportedProgram) -> None:
-    """Rewrites `ep`'s graph in place (after decomposition, before lowering)."""
+def _only_first_output_used(n: torch.fx.Node) -> list[torch.fx.Node] | None:
+    """The getitem(n, 0) users of a multi-output node, where nothing else reads it."""
+    users = list(n.users)
+    if all(u.target is operator.getitem and u.args[1] == 0 for u in users):
+        return users
+    return None
+
+
+def _group_norm(graph: torch.fx.Graph) -> None:
+    """native_group_norm whose mean and rstd go unread, as the layer norm of each group (viewed
+    [N, G, C/G * HxW], no affine) and the per-channel weight and bias broadcast over the rest."""
+    for n in list(graph.nodes):
+        if n.op != "call_function" or n.target != aten.native_group_norm.default:
+            continue
+        x, weight, bias, batch, channels, hw, groups, eps = n.args
+        firsts = _only_first_output_used(n)
+        shape = _shape(x)
+        if firsts is None or shape is None or not groups or channels % groups or shape[:2] != [batch, channels]:
+            continue
+        val = x.meta["val"]
+        width = channels // groups * hw
+        trailing = [1] * (len(shape) - 2)
+        with graph.inserting_before(n):
+            grouped = _node(graph, aten.view.default, (x, [batch, groups, width]), val, [batch, groups, width])
+            ln = graph.call_function(aten.native_layer_norm.default, (grouped, [width], None, None, eps))
+            stats = torch.empty([batch, groups, 1], dtype=val.dtype, device="meta")
+            ln.meta["val"] = (torch.empty([batch, groups, width], dtype=val.dtype, device="meta"), stats, stats)
+            normed = graph.call_function(operator.getitem, (ln, 0))
+            normed.meta["val"] = ln.meta["val"][0]
+            y = _node(graph, aten.view.default, (normed, shape), val, shape)
+            for param, op in ((weight, aten.mul.Tensor), (bias, aten.add.Tensor)):
+                if isinstance(param, torch.fx.Node):
+                    per_channel = _node(graph, aten.view.default, (param, [channels, *trailing]), val, [channels, *trailing])
+                    y = _node(graph, op, (y, per_channel), val, shape)
+        for u in firsts:
+            u.replace_all_uses_with(y)
+            graph.erase_node(u)
+        graph.erase_node(n)
+
+
+def _vector_norm(graph: torch.fx.Graph) -> None:
+    """The 2-norm linalg_vector_norm(x, 2, dims, keepdim) as sqrt(sum(x * x)), squared and summed
+    in float32 (a half-precision square overflows above 256)."""
+    for n in list(graph.nodes):
+        if n.op != "call_function" or n.target != aten.linalg_vector_norm.default:
+            continue
+        args = list(n.args) + [None] * (4 - len(n.args))
+        x, order, dims, keepdim = args[:4]
+        keepdim = bool(n.kwargs.get("keepdim", keepdim))
+        dims = n.kwargs.get("dim", dims)
+        val = x.meta.get("val") if isinstance(x, torch.fx.Node) else None
+        if (order not in (2, 2.0) or n.kwargs.get("dtype") is not None or not isinstance(val, torch.Tensor)
+                or not val.is_floating_point() or not dims):
+            continue
+        out = n.meta["val"]
+        wide = torch.empty(list(val.shape), dtype=torch.float32, device="meta")
+        with graph.inserting_before(n):
+            v = x
+            if val.dtype != torch.float32:
+                v = _node(graph, aten._to_copy.default, (x,), wide, list(val.shape), kwargs={"dtype": torch.float32})
+            square = _node(graph, aten.mul.Tensor, (v, v), wide, list(val.shape))
+            total = _node(graph, aten.sum.dim_IntList, (square, list(dims), keepdim), wide, list(out.shape))
+            y = _node(graph, aten.sqrt.default, (total,), wide, list(out.shape))
+            if out.dtype != torch.float32:
+                y = _node(graph, aten._to_copy.default, (y,), out, list(out.shape), kwargs={"dtype": out.dtype})
+        n.replace_all_uses_with(y)
+        graph.erase_node(n)
+
+
+def _trailing_reductions(graph: torch.fx.Graph) -> None:
+    """mean.dim and sum.dim_IntList over dimensions that are not the last ones (LeViT's mean over
+    tokens) as the reduction of x permuted so that they are: the form the device's row reduction
+    runs."""
+    for n in list(graph.nodes):
+        if n.op != "call_function" or n.target not in (aten.mean.dim, aten.sum.dim_IntList) or n.kwargs.get("dtype"):
+            continue
+        x = n.args[0]
+        shape = _shape(x)
+        if shape is None or len(n.args) < 2 or not n.args[1]:
+            continue
+        rank = len(shape)
+        reduced = sorted({d % rank for d in n.args[1]})
+        kept = [d for d in range(rank) if d not in reduced]
+        if reduced == list(range(rank - len(reduced), rank)):
+            continue  # already trailing
+        keepdim = bool(n.args[2]) if len(n.args) > 2 else bool(n.kwargs.get("keepdim", False))
+        val, out = x.meta["val"], n.meta["val"]
+        order = kept + reduced
+        with graph.inserting_before(n):
+            moved = _node(graph, aten.permute.default, (x, order), val, [shape[d] for d in order])
+            trailing = list(range(len(kept), rank))
+            y = _node(graph, n.target, (moved, trailing, False), val, [shape[d] for d in kept])
+            if keepdim:
+                y = _node(graph, aten.view.default, (y, list(out.shape)), val, list(out.shape))
+        n.replace_all_uses_with(y)
+        graph.erase_node(n)
+
+
+def simplify(ep: torch.export.ExportedProgram, for_device: bool = False) -> None:
+    """Rewrites `ep`'s graph in place (after decomposition, before lowering). for_device also
+    rewrites what the CUDA backend runs only in another form (group norm, vector norm,
+    reductions over leading dimensions); the CPU kernels run those as they are."""
     graph = ep.graph
     _drop_identity_expands(graph)
     _batched_to_mm(graph, _constant_nodes(ep))
     _explicit_promotions(graph)
     _isinf_any(graph)
+    if for_device:
+        _group_norm(graph)
+        _vector_norm(graph)
+        _trailing_reductions(graph)
     graph.eliminate_dead_code()
     graph.lint()
