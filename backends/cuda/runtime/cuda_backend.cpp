@@ -947,43 +947,22 @@ bool view_strides(const int64_t* old_sizes, const int64_t* old_strides, int old_
   return true;
 }
 
-// The index tensors of index.Tensor calls that are constants of the payload, every entry within
-// its dimension: checked once here, on the host (before the upload), so an index.Tensor reading
-// only those needs no check on the device, nor the wait for its answer after each execute.
-std::unordered_set<const EValue*> constant_indices_in_range(runtime::Method& m) {
-  std::unordered_set<const EValue*> constant, checked;
-  for (size_t i = 0; i < m.num_values(); ++i) {
-    if (m.value_memory(i) == runtime::Method::Memory::Constant) constant.insert(&m.value(i));
-  }
-  for (size_t k = 0; k < m.num_instructions(); ++k) {
-    const char* name = m.instruction_operator(k);
-    const Span<EValue*> a = m.instruction_args(k);
-    if (name == nullptr || std::strcmp(name, "aten::index.Tensor") != 0 || a.size() != 3 || !a[0]->is_tensor() ||
-        !a[1]->is_tensor_list()) {
-      continue;
+// Whether every index tensor of a planned index.Tensor is a constant of the payload (its bytes on
+// the host in `host_constants`) with every entry inside its dimension: checked once at init, so
+// such an op needs no check on the device, nor the wait for its answer after each execute.
+bool constant_indices_in_range(const Op& op, const std::unordered_map<const EValue*, const void*>& host_constants) {
+  const Tensor& x = op.args[0]->to_tensor();
+  const auto items = op.args[1]->to_tensor_list();
+  for (size_t d = 0; d < items.size(); ++d) {
+    const auto found = host_constants.find(items[d]);
+    if (found == host_constants.end()) return false;
+    const Tensor& t = items[d]->to_tensor();
+    const bool int32 = t.scalar_type() == runtime::ScalarType::Int;  // else int64 (plan_op checked)
+    const int64_t size = x.size(static_cast<int>(d));
+    for (int64_t j = 0; j < t.numel(); ++j) {
+      const int64_t v = int32 ? static_cast<const int32_t*>(found->second)[j] : static_cast<const int64_t*>(found->second)[j];
+      if (v < -size || v >= size) return false;
     }
-    const Tensor& x = a[0]->to_tensor();
-    const auto items = a[1]->to_tensor_list();
-    for (size_t d = 0; d < items.size() && static_cast<int>(d) < x.dim(); ++d) {
-      if (items[d] == nullptr || !constant.count(items[d]) || !items[d]->is_tensor()) continue;
-      const Tensor& t = items[d]->to_tensor();
-      const bool int32 = t.scalar_type() == runtime::ScalarType::Int;
-      if (!int32 && t.scalar_type() != runtime::ScalarType::Long) continue;
-      const int64_t size = x.size(static_cast<int>(d));
-      bool in_range = true;
-      for (int64_t j = 0; j < t.numel() && in_range; ++j) {
-        const int64_t v = int32 ? static_cast<const int32_t*>(t.const_data_ptr())[j] : static_cast<const int64_t*>(t.const_data_ptr())[j];
-        in_range = v >= -size && v < size;
-      }
-      if (in_range) checked.insert(items[d]);
-    }
-  }
-  return checked;
-}
-
-bool all_of_list(const EValue* list, const std::unordered_set<const EValue*>& set) {
-  for (const EValue* item : list->to_tensor_list()) {
-    if (!set.count(item)) return false;
   }
   return true;
 }
@@ -1429,8 +1408,9 @@ class CudaBackend final : public runtime::BackendInterface {
     if (!method.ok()) return ET_ERROR(method.error(), "%s payload: %s", kCudaBackendName, runtime::last_error_message());
     d->method = std::move(method.get());
     runtime::Method& m = *d->method;
-    const std::unordered_set<const EValue*> checked = constant_indices_in_range(m);
-    // Constants go to the device once; every tensor then lives there.
+    // Constants go to the device once; every tensor then lives there. Their host bytes stay with
+    // the program, for the index checks below.
+    std::unordered_map<const EValue*, const void*> host_constants;
     for (size_t i = 0; i < m.num_values(); ++i) {
       if (!m.value(i).is_tensor()) continue;
       Tensor& t = m.value(i).to_tensor();
@@ -1439,6 +1419,7 @@ class CudaBackend final : public runtime::BackendInterface {
         ET_TRY(ecuda::to_error(cudaMalloc(&b.ptr, t.nbytes() ? t.nbytes() : 1), "CudaBackend: constant upload"));
         ET_TRY(ecuda::to_error(cudaMemcpy(b.ptr, t.const_data_ptr(), t.nbytes(), cudaMemcpyHostToDevice),
                                "CudaBackend: constant upload"));
+        host_constants[&m.value(i)] = t.const_data_ptr();
         t.set_data(b.ptr);
         d->constants.push_back(std::move(b));
       }
@@ -1452,7 +1433,7 @@ class CudaBackend final : public runtime::BackendInterface {
       if (op.plan.kind == OpKind::BatchNorm) ET_TRY(prepare_batch_norm(op));
       if (op.plan.kind == OpKind::Int8Linear) ET_TRY(prepare_int8_linear(op));
       d->checks_indices |= op.plan.kind == OpKind::Embedding || op.plan.kind == OpKind::IndexSelect ||
-                           (op.plan.kind == OpKind::Index && !all_of_list(op.args[1], checked));
+                           (op.plan.kind == OpKind::Index && !constant_indices_in_range(op, host_constants));
       if (op.plan.kind == OpKind::Addmm || op.plan.kind == OpKind::Mm || op.plan.kind == OpKind::Bmm) {
         for (size_t t : op.plan.kind == OpKind::Addmm ? std::vector<size_t>{0, 1, 2, 5} : std::vector<size_t>{0, 1, 2}) {
           op.shim.emplace_back();

@@ -14,7 +14,7 @@ from executorch.export import _dtypes
 from executorch.export._errors import ExportError, UnsupportedOperatorError
 from executorch.export._planner import Allocation, plan
 from executorch.export._quantize import quantize_linear_int8
-from executorch.export._rewrite import simplify
+from executorch.export._rewrite import only_first_output_read, simplify
 from executorch.serialization.pte import KernelCall, Plan, ProgramSpec, TensorSpec, Value, serialize
 
 DTYPE_CODES = {
@@ -328,7 +328,7 @@ def _foldable_batch_norms(ep: torch.export.ExportedProgram, constant: set[str]) 
         conv_args = _schema_args(conv)
         if conv_args[6] or not all(is_constant(a) for a in conv_args[1:3]) or not all(is_constant(a) for a in _schema_args(bn)[1:5]):
             continue  # transposed, or weights computed by the graph
-        if all(u.target is operator.getitem and u.args[1] == 0 for u in bn.users):
+        if only_first_output_read(bn):
             folds[conv] = bn
     return folds
 

@@ -159,12 +159,9 @@ def _isinf_any(graph: torch.fx.Graph) -> None:
         graph.erase_node(n)
 
 
-def _only_first_output_used(n: torch.fx.Node) -> list[torch.fx.Node] | None:
-    """The getitem(n, 0) users of a multi-output node, where nothing else reads it."""
-    users = list(n.users)
-    if all(u.target is operator.getitem and u.args[1] == 0 for u in users):
-        return users
-    return None
+def only_first_output_read(n: torch.fx.Node) -> bool:
+    """Whether every reader of multi-output node `n` is getitem(n, 0)."""
+    return all(u.target is operator.getitem and u.args[1] == 0 for u in n.users)
 
 
 def _group_norm(graph: torch.fx.Graph) -> None:
@@ -174,9 +171,8 @@ def _group_norm(graph: torch.fx.Graph) -> None:
         if n.op != "call_function" or n.target != aten.native_group_norm.default:
             continue
         x, weight, bias, batch, channels, hw, groups, eps = n.args
-        firsts = _only_first_output_used(n)
         shape = _shape(x)
-        if firsts is None or shape is None or not groups or channels % groups or shape[:2] != [batch, channels]:
+        if not only_first_output_read(n) or shape is None or not groups or channels % groups or shape[:2] != [batch, channels]:
             continue
         val = x.meta["val"]
         width = channels // groups * hw
@@ -193,7 +189,7 @@ def _group_norm(graph: torch.fx.Graph) -> None:
                 if isinstance(param, torch.fx.Node):
                     per_channel = _node(graph, aten.view.default, (param, [channels, *trailing]), val, [channels, *trailing])
                     y = _node(graph, op, (y, per_channel), val, shape)
-        for u in firsts:
+        for u in list(n.users):
             u.replace_all_uses_with(y)
             graph.erase_node(u)
         graph.erase_node(n)
