@@ -228,7 +228,9 @@ Error cat(KernelRuntimeContext&, Args args) {
     const int64_t chunk = t.size(static_cast<int>(dim)) * inner;
     const auto* src = static_cast<const uint8_t*>(t.const_data_ptr());
     for (int64_t o = 0; o < outer; ++o) {
-      std::memcpy(dst + (o * out->size(static_cast<int>(dim)) * inner + at) * es, src + o * chunk * es, chunk * es);
+      uint8_t* to = dst + (o * out->size(static_cast<int>(dim)) * inner + at) * es;
+      // A piece planned in its place in the output (a delegate payload's stacks) is there already.
+      if (to != src + o * chunk * es) std::memcpy(to, src + o * chunk * es, chunk * es);
     }
     at += chunk;
   }

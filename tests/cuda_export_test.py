@@ -432,6 +432,25 @@ class MaskOps(torch.nn.Module):
         return att + counts.unsqueeze(-1) * 0.5 + mask.to(torch.int32).to(x.dtype).sum(-1, keepdim=True)
 
 
+class IntegerOps(torch.nn.Module):
+    """Integer position arithmetic as RoBERTa and CLIP's text model write it: compares of int64
+    tensors with numbers, a running sum, int32 sums and products, gather along a dimension and
+    argmax (of integers, with ties: the first wins; and of floats)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.register_buffer("table", torch.linspace(-1, 1, 12).view(1, 12))
+
+    def forward(self, x):  # [2, 5, 16]
+        ids = (x[..., 0] * 2).long()  # [2, 5], small integers of both signs
+        mask = ids.ne(1).int()
+        positions = (torch.cumsum(mask, dim=1).type_as(mask) + 2) * mask
+        picked = torch.gather(self.table.expand(2, -1), 1, positions.long() + 1)
+        last = x[torch.arange(2), ids.argmax(dim=-1)]  # [2, 16]
+        zeros = (ids == 0).to(x.dtype) + torch.maximum(ids, mask.long()).to(x.dtype)
+        return picked + zeros + x.argmax(-1).to(x.dtype) + last.sum(-1, keepdim=True)
+
+
 def _device_lowered(model: torch.nn.Module, example: tuple):
     """The float32 plan and constants export(backend="cuda") delegates from, with its rewrites."""
     from executorch.export._rewrite import simplify
@@ -442,7 +461,7 @@ def _device_lowered(model: torch.nn.Module, example: tuple):
     return _export._lower(ep, "forward", set(_export.supported_operators()))
 
 
-@pytest.mark.parametrize("model, shape", [(NormForms, (2, 8, 6, 6)), (MaskOps, (2, 5, 16))])
+@pytest.mark.parametrize("model, shape", [(NormForms, (2, 8, 6, 6)), (MaskOps, (2, 5, 16)), (IntegerOps, (2, 5, 16))])
 def test_device_forms_are_one_payload_that_matches_torch(model, shape) -> None:
     """Rewritten for the device and delegated whole in every dtype; the float32 payload, run on the
     CPU runtime, gives torch's output (1e-4 relative)."""
@@ -466,10 +485,11 @@ def test_device_forms_are_one_payload_that_matches_torch(model, shape) -> None:
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * max(1.0, float(np.abs(want).max())))
 
 
-@pytest.mark.parametrize("name", ["bert", "llama", "wav2vec2", "timm_levit_128s"])
+@pytest.mark.parametrize("name", ["bert", "llama", "wav2vec2", "timm_levit_128s", "roberta", "clip_text", "lstm"])
 def test_real_models_with_masks_and_norms_are_one_delegate_call(name: str) -> None:
-    """transformers' masks (index, bitwise_and, integer casts), group norm and LeViT's mean over
-    tokens run on the device: export(backend="cuda") in float16 leaves no CPU kernel."""
+    """transformers' masks (index, bitwise_and, integer casts), group norm, LeViT's mean over
+    tokens, RoBERTa's and CLIP's integer positions (cumsum, gather, argmax) and recurrent cells run
+    on the device: export(backend="cuda") in float16 leaves no CPU kernel."""
     from executorch.serialization.pte import deserialize
     from tests.models.real import MODELS as REAL, MORE_MODELS
 

@@ -12,7 +12,9 @@ in and out of Method.execute.
 - ElementwiseChains: runs of elementwise ops computed in one pass (GPT-2's GELU written out);
 - HalfGuards: T5's mixed-dtype layer norm and isinf-chosen clamp;
 - NormForms: group norm, F.normalize and a mean over a leading dimension, rewritten for the device;
-- MaskOps: transformers' attention masks (index.Tensor, bitwise and/or, integer casts).
+- MaskOps: transformers' attention masks (index.Tensor, bitwise and/or, integer casts);
+- IntegerOps: RoBERTa's and CLIP's integer positions (compares, cumsum, gather, argmax);
+- LSTM, GRU: stacked bidirectional recurrences, a matrix product and a cell kernel per step.
 
     python3 tools/gpu/ops_check.py .
 """
@@ -24,8 +26,9 @@ import torch
 sys.path.insert(0, sys.argv[1])
 from executorch.export import export
 from executorch.runtime import Runtime
-from tests.cuda_export_test import (AttentionBlocks, ChannelsLastBlocks, ConvBlocks, ElementwiseChains, HalfGuards, MaskOps,
-                                    NormForms, VisionOps)
+from tests.cuda_export_test import (AttentionBlocks, ChannelsLastBlocks, ConvBlocks, ElementwiseChains, HalfGuards,
+                                    IntegerOps, MaskOps, NormForms, VisionOps)
+from tests.recurrent_test import Recurrent
 
 BOUNDS = ((torch.float32, 1e-4), (torch.float16, 1e-2), (torch.bfloat16, 6e-2))
 
@@ -99,4 +102,20 @@ check_dtypes("ElementwiseChains", ElementwiseChains().eval(), torch.randn(4, 16)
 check_dtypes("HalfGuards", HalfGuards().eval(), torch.randn(3, 8))
 check_dtypes("NormForms", NormForms().eval(), torch.randn(2, 8, 6, 6))
 check_dtypes("MaskOps", MaskOps().eval(), torch.randn(2, 5, 16))
+check_dtypes("IntegerOps", IntegerOps().eval(), torch.randn(2, 5, 16))
+
+
+class Sequence(torch.nn.Module):
+    """The output sequence of a recurrent layer (check_dtypes compares one output)."""
+
+    def __init__(self, cell: str) -> None:
+        super().__init__()
+        self.inner = Recurrent(cell, False, num_layers=2, bidirectional=True, batch_first=True)
+
+    def forward(self, x):
+        return self.inner(x)[0]
+
+
+for cell in ("LSTM", "GRU"):
+    check_dtypes(cell, Sequence(cell).eval(), torch.randn(3, 5, 8))
 check_device_tensors()

@@ -771,6 +771,222 @@ cudaError_t launch_pixel_reduce(const T* x, T* y, float* partial, int64_t images
   return cudaGetLastError();
 }
 
+namespace {
+
+// Integer compares, elementwise ops, running sums, argmax and gather.
+__global__ void compare_integer_kernel(Compare op, const void* __restrict__ x, ElementType type, bool integral_scalar,
+                                       int64_t integer, double real, bool* __restrict__ out, int64_t n) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= n) return;
+  const int64_t a = load_integer(x, type, i);
+  // Against a fractional number, as doubles (exact for every integer of up to 53 bits).
+  const int c = integral_scalar ? (a < integer ? -1 : a > integer)
+                                : (static_cast<double>(a) < real ? -1 : static_cast<double>(a) > real ? 1
+                                                                   : static_cast<double>(a) == real ? 0 : 2);
+  bool r = false;
+  switch (op) {
+    case Compare::Eq: r = c == 0; break;
+    case Compare::Ne: r = c != 0; break;
+    case Compare::Lt: r = c == -1; break;
+    case Compare::Le: r = c == -1 || c == 0; break;
+    case Compare::Gt: r = c == 1; break;
+    case Compare::Ge: r = c == 1 || c == 0; break;
+  }
+  out[i] = r;
+}
+
+template <typename I>
+struct IntegerBinaryBody {
+  using Value = I;
+  Binary op;
+  const I* a;
+  const I* b;
+  int64_t scalar, alpha;
+  I* out;
+  template <typename Index>
+  __device__ I load(const Index* off) const {
+    const int64_t x = a[off[0]], y = (b ? static_cast<int64_t>(b[off[1]]) : scalar) * alpha;
+    switch (op) {
+      case Binary::Add: return static_cast<I>(x + y);
+      case Binary::Sub: return static_cast<I>(x - y);
+      case Binary::Mul: return static_cast<I>(x * y);
+      case Binary::Max: return static_cast<I>(x > y ? x : y);
+      case Binary::Min: return static_cast<I>(x < y ? x : y);
+      default: return 0;
+    }
+  }
+};
+
+__global__ void cumsum_kernel(const void* __restrict__ x, ElementType x_type, void* __restrict__ out,
+                              ElementType out_type, int64_t size, int64_t inner, int64_t lines) {
+  const int64_t line = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (line >= lines) return;
+  const int64_t base = line / inner * size * inner + line % inner;
+  const bool from_integer = integral(x_type), to_integer = integral(out_type);
+  int64_t whole = 0;
+  float real = 0.f;
+  for (int64_t k = 0; k < size; ++k) {
+    const int64_t i = base + k * inner;
+    if (to_integer) {
+      whole += from_integer ? load_integer(x, x_type, i) : static_cast<int64_t>(load_float(x, x_type, i));
+    } else {
+      real += from_integer ? static_cast<float>(load_integer(x, x_type, i)) : load_float(x, x_type, i);
+    }
+    store_converted(out, out_type, i, to_integer, whole, real);
+  }
+}
+
+// Whether value v at index i beats the best so far (NaN first, then larger, then the lower index).
+template <typename V>
+__device__ bool beats(V v, long long i, V best, long long at) {
+  if (at < 0) return true;
+  if (v != v) return !(best != best) || i < at;
+  if (best != best) return false;
+  return v > best || (v == best && i < at);
+}
+
+template <typename V>
+__global__ void row_argmax_kernel(const void* __restrict__ x, ElementType type, int64_t* __restrict__ out,
+                                  int64_t rows, int64_t cols) {
+  const int64_t row = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
+  const int lane = threadIdx.x % 32;
+  if (row >= rows) return;  // whole warps: every lane of a warp has the same row
+  V best = 0;
+  long long at = -1;
+  for (int64_t c = lane; c < cols; c += 32) {
+    const V v = integral(type) ? static_cast<V>(load_integer(x, type, row * cols + c))
+                               : static_cast<V>(load_float(x, type, row * cols + c));
+    if (beats(v, c, best, at)) best = v, at = c;
+  }
+  for (int o = 16; o > 0; o /= 2) {
+    const V v = __shfl_down_sync(0xffffffffu, best, o);
+    const long long i = __shfl_down_sync(0xffffffffu, at, o);
+    if (i >= 0 && beats(v, i, best, at)) best = v, at = i;
+  }
+  if (lane == 0) out[row] = at < 0 ? 0 : at;
+}
+
+template <typename E>
+__global__ void gather_kernel(const E* __restrict__ self, const void* __restrict__ index, bool int32_index,
+                              E* __restrict__ out, GatherShape g, int64_t n, int* bad) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= n) return;
+  const int64_t k = int32_index ? static_cast<const int32_t*>(index)[i] : static_cast<const int64_t*>(index)[i];
+  if (k < 0 || k >= g.self_size) {
+    out[i] = E{};
+    atomicExch(bad, 1);
+    return;
+  }
+  int64_t rest = i, offset = 0;
+  for (int d = g.rank - 1; d >= 0; --d) {
+    const int64_t c = rest % g.sizes[d];
+    rest /= g.sizes[d];
+    offset += (d == g.dim ? k : c) * g.self_strides[d];
+  }
+  out[i] = self[offset];
+}
+
+// One thread per (row, unit) of a recurrent cell; gate pre-activations summed in float32.
+template <typename T>
+__global__ void recurrent_cell_kernel(bool lstm, const T* xg, const T* hg, const T* state, T* h_out, T* c_out,
+                                      int64_t width, int64_t total) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= total) return;
+  const int64_t b = i / width, j = i - b * width;
+  const int64_t gates = lstm ? 4 : 3;
+  const T* x = xg + b * gates * width + j;
+  const T* y = hg + b * gates * width + j;
+  auto sigmoid = [](float v) { return 1.f / (1.f + expf(-v)); };
+  if (lstm) {
+    const float in = sigmoid(ld(x[0]) + ld(y[0])), forget = sigmoid(ld(x[width]) + ld(y[width]));
+    const float g = tanhf(ld(x[2 * width]) + ld(y[2 * width])), out = sigmoid(ld(x[3 * width]) + ld(y[3 * width]));
+    const float c = forget * ld(state[i]) + in * g;
+    c_out[i] = st<T>(c);
+    h_out[i] = st<T>(out * tanhf(c));
+  } else {
+    const float r = sigmoid(ld(x[0]) + ld(y[0])), z = sigmoid(ld(x[width]) + ld(y[width]));
+    const float n = tanhf(ld(x[2 * width]) + r * ld(y[2 * width]));
+    h_out[i] = st<T>((1.f - z) * n + z * ld(state[i]));
+  }
+}
+
+}  // namespace
+
+cudaError_t launch_compare_integer(Compare op, const void* x, ElementType type, bool integral_scalar, int64_t integer,
+                                   double real, bool* out, int64_t n, cudaStream_t stream) {
+  if (n == 0) return cudaSuccess;
+  compare_integer_kernel<<<blocks_for(n), kThreads, 0, stream>>>(op, x, type, integral_scalar, integer, real, out, n);
+  return cudaGetLastError();
+}
+
+template <typename I>
+cudaError_t binary_integer_as(Binary op, const void* a, const void* b, int64_t scalar, int64_t alpha, void* out,
+                              int64_t n, const Broadcast& shape, cudaStream_t stream) {
+  const int64_t* strides[] = {shape.a_strides, shape.b_strides};
+  const IntegerBinaryBody<I> body{op, static_cast<const I*>(a), static_cast<const I*>(b), scalar, alpha, static_cast<I*>(out)};
+  return launch_elementwise<2>(shape.dim, shape.out_sizes, strides, n, body, stream);
+}
+
+cudaError_t launch_binary_integer(Binary op, const void* a, const void* b, int64_t scalar, int64_t alpha, void* out,
+                                  ElementType type, int64_t n, const Broadcast& shape, cudaStream_t stream) {
+  if (op == Binary::Div) return cudaErrorInvalidValue;
+  switch (type) {
+    case ElementType::Int32: return binary_integer_as<int32_t>(op, a, b, scalar, alpha, out, n, shape, stream);
+    case ElementType::Int64: return binary_integer_as<int64_t>(op, a, b, scalar, alpha, out, n, shape, stream);
+    default: return cudaErrorInvalidValue;
+  }
+}
+
+cudaError_t launch_cumsum(const void* x, ElementType x_type, void* out, ElementType out_type, int64_t outer,
+                          int64_t size, int64_t inner, cudaStream_t stream) {
+  const int64_t lines = outer * inner;
+  if (lines == 0 || size == 0) return cudaSuccess;
+  cumsum_kernel<<<blocks_for(lines), kThreads, 0, stream>>>(x, x_type, out, out_type, size, inner, lines);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_row_argmax(const void* x, ElementType type, int64_t* out, int64_t rows, int64_t cols,
+                              cudaStream_t stream) {
+  if (rows == 0) return cudaSuccess;
+  const bool integer = type == ElementType::Bool || type == ElementType::Int32 || type == ElementType::Int64;
+  if (integer) {
+    row_argmax_kernel<long long><<<blocks_for(rows * 32), kThreads, 0, stream>>>(x, type, out, rows, cols);
+  } else {
+    row_argmax_kernel<float><<<blocks_for(rows * 32), kThreads, 0, stream>>>(x, type, out, rows, cols);
+  }
+  return cudaGetLastError();
+}
+
+template <typename E>
+cudaError_t gather_as(const void* self, const void* index, bool int32_index, void* out, const GatherShape& g, int64_t n,
+                      int* bad, cudaStream_t stream) {
+  gather_kernel<<<blocks_for(n), kThreads, 0, stream>>>(static_cast<const E*>(self), index, int32_index,
+                                                        static_cast<E*>(out), g, n, bad);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_gather(const void* self, const void* index, bool int32_index, void* out, const GatherShape& g,
+                          int64_t n, int element_size, int* bad, cudaStream_t stream) {
+  if (n == 0) return cudaSuccess;
+  switch (element_size) {
+    case 1: return gather_as<uint8_t>(self, index, int32_index, out, g, n, bad, stream);
+    case 2: return gather_as<uint16_t>(self, index, int32_index, out, g, n, bad, stream);
+    case 4: return gather_as<uint32_t>(self, index, int32_index, out, g, n, bad, stream);
+    case 8: return gather_as<uint64_t>(self, index, int32_index, out, g, n, bad, stream);
+    default: return cudaErrorInvalidValue;
+  }
+}
+
+template <typename T>
+cudaError_t launch_recurrent_cell(bool lstm, const T* input_gates, const T* hidden_gates, const T* state, T* hidden,
+                                  T* cell, int64_t rows, int64_t width, cudaStream_t stream) {
+  const int64_t total = rows * width;
+  if (total == 0) return cudaSuccess;
+  recurrent_cell_kernel<<<blocks_for(total), kThreads, 0, stream>>>(lstm, input_gates, hidden_gates, state, hidden, cell,
+                                                                     width, total);
+  return cudaGetLastError();
+}
+
 cudaError_t kernels_loadable() {
   cudaFuncAttributes attributes;
   return cudaFuncGetAttributes(&attributes, unary_kernel<float>);
@@ -1067,6 +1283,8 @@ cudaError_t launch_row_reduce(const T* x, T* y, int64_t rows, int64_t cols, bool
                                         int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, bool,  \
                                         int64_t, cudaStream_t);                                                         \
   template cudaError_t launch_row_reduce<T>(const T*, T*, int64_t, int64_t, bool, cudaStream_t);                       \
+  template cudaError_t launch_recurrent_cell<T>(bool, const T*, const T*, const T*, T*, T*, int64_t, int64_t,          \
+                                                cudaStream_t);                                                          \
   template cudaError_t launch_pixel_reduce<T>(const T*, T*, float*, int64_t, int64_t, int64_t, bool, cudaStream_t);    \
   template cudaError_t launch_upsample2d<T>(const T*, T*, const Upsample&, cudaStream_t);                              \
   template cudaError_t launch_depthwise_conv<T>(const T*, const T*, T*, const ConvShape&, const Epilogue<T>&,         \

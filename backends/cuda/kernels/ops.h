@@ -67,6 +67,33 @@ cudaError_t launch_compare_scalar(Compare op, const T* x, float scalar, bool* ou
 // toward zero (saturating); integer or bool to floating, rounded to nearest.
 cudaError_t launch_cast(const void* x, ElementType x_type, void* out, ElementType out_type, int64_t n, cudaStream_t stream);
 cudaError_t launch_logical_not(const bool* x, bool* out, int64_t n, cudaStream_t stream);
+// Integer tensors (int32 or int64, `type`; bool for compare): out[i] = x[i] (op) scalar as
+// PyTorch compares an integer tensor with a number (exactly for an integer scalar), bool out; and
+// out = a (op) alpha * (b or scalar) with broadcasting, in 64-bit integer arithmetic (Binary::Div
+// excluded: it is true division in PyTorch).
+cudaError_t launch_compare_integer(Compare op, const void* x, ElementType type, bool integral_scalar, int64_t integer,
+                                   double real, bool* out, int64_t n, cudaStream_t stream);
+cudaError_t launch_binary_integer(Binary op, const void* a, const void* b, int64_t scalar, int64_t alpha, void* out,
+                                  ElementType type, int64_t n, const Broadcast& shape, cudaStream_t stream);
+// Running sums along the middle dimension of contiguous [outer, size, inner] `x`, converted to
+// `out_type` as they accumulate (int64 for integer outputs, float32 for floating ones).
+cudaError_t launch_cumsum(const void* x, ElementType x_type, void* out, ElementType out_type, int64_t outer,
+                          int64_t size, int64_t inner, cudaStream_t stream);
+// out[r] = the index of the largest of the `cols` contiguous elements of row r (the first such;
+// NaN counts as largest), int64.
+cudaError_t launch_row_argmax(const void* x, ElementType type, int64_t* out, int64_t rows, int64_t cols,
+                              cudaStream_t stream);
+// gather(self, dim, index): out (contiguous, index's shape) at position p reads self at p with
+// coordinate `dim` replaced by index[p] (int64, or int32 where `int32_index`; index contiguous). An
+// index outside [0, self_sizes[dim]) zeroes its element and sets *bad to 1.
+struct GatherShape {
+  int rank, dim;
+  int64_t sizes[kMaxOpDims];         // index's (and out's)
+  int64_t self_strides[kMaxOpDims];  // elements
+  int64_t self_size;                 // self's extent along dim
+};
+cudaError_t launch_gather(const void* self, const void* index, bool int32_index, void* out, const GatherShape& g,
+                          int64_t n, int element_size, int* bad, cudaStream_t stream);
 // out = a (op) b on bool tensors, each broadcast by `shape`.
 cudaError_t launch_logic(Logic op, const bool* a, const bool* b, bool* out, int64_t n, const Broadcast& shape,
                          cudaStream_t stream);
@@ -186,6 +213,13 @@ cudaError_t launch_constant_pad(const T* in, T* out, int dim, const int64_t* in_
 // y[r] = mean (or sum) of the `cols` contiguous elements of row r.
 template <typename T>
 cudaError_t launch_row_reduce(const T* x, T* y, int64_t rows, int64_t cols, bool mean, cudaStream_t stream);
+// One LSTM (lstm) or GRU time step over `rows` x `width` units from contiguous gate pre-activations
+// [rows, G * width] (G = 4: input, forget, cell, output; G = 3: reset, update, new) and the state
+// [rows, width] (the LSTM's cell, the GRU's hidden state). Writes `hidden`, and for an LSTM `cell`
+// (docs/program_format.md states the arithmetic).
+template <typename T>
+cudaError_t launch_recurrent_cell(bool lstm, const T* input_gates, const T* hidden_gates, const T* state, T* hidden,
+                                  T* cell, int64_t rows, int64_t width, cudaStream_t stream);
 // y[n, c] = mean (or sum) over the hw pixels of image n of NHWC `x`, with `partial` holding
 // pixel_reduce_partials(images, hw, c) floats of scratch.
 int64_t pixel_reduce_partials(int64_t images, int64_t hw, int64_t c);

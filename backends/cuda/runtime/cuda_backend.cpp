@@ -158,7 +158,7 @@ struct Delegate {
   // kernels are captured once into a CUDA graph and replayed: one launch instead of one per op.
   Graph graph;
   uint64_t runs = 0;
-  // Set by a kernel that met an index out of range (embedding); read back after each execute.
+  // Set by a kernel that met an index out of range (embedding, gather); read back after each execute.
   DeviceBuffer index_error;
   int* index_error_host = nullptr;  // pinned
   bool checks_indices = false;
@@ -622,7 +622,8 @@ Error run_typed(const Op& op, void* index_error, cudaStream_t stream) {
       for (const EValue* item : a[0]->to_tensor_list()) {
         const Tensor& t = item->to_tensor();
         const size_t width = static_cast<size_t>(t.size(static_cast<int>(dim)) * o.strides()[dim]) * o.element_size();
-        if (width && outer) {
+        const bool in_place = outer == 1 && t.const_data_ptr() == static_cast<uint8_t*>(o.mutable_data_ptr()) + at;
+        if (width && outer && !in_place) {  // in place: planned there by the exporter (stacks)
           status = cudaMemcpy2DAsync(static_cast<uint8_t*>(o.mutable_data_ptr()) + at, row, t.const_data_ptr(), width,
                                      width, static_cast<size_t>(outer), cudaMemcpyDeviceToDevice, stream);
           if (status != cudaSuccess) break;
@@ -631,10 +632,67 @@ Error run_typed(const Op& op, void* index_error, cudaStream_t stream) {
       }
       break;
     }
-    case OpKind::Compare:
-      status = launch_compare_scalar(op.plan.compare, ptr<T>(a[0]), static_cast<float>(a[1]->scalar_as_double()), bp(a[2]),
-                                     a[0]->to_tensor().numel(), stream);
+    case OpKind::Compare: {
+      const Tensor& x = a[0]->to_tensor();
+      ElementType type = ElementType::Float32;
+      ET_CHECK_OR_RETURN(element_type_of(x.scalar_type(), &type), Error::InvalidArgument, "%s: %s element type",
+                         kCudaBackendName, name);
+      if (type == ElementType::Float32 || type == ElementType::Float16 || type == ElementType::BFloat16) {
+        status = launch_compare_scalar(op.plan.compare, ptr<T>(a[0]), static_cast<float>(a[1]->scalar_as_double()),
+                                       bp(a[2]), x.numel(), stream);
+      } else {
+        const bool integral = a[1]->is_int() || a[1]->is_bool();
+        const int64_t whole = a[1]->is_int() ? a[1]->to_int() : a[1]->is_bool() ? a[1]->to_bool() : 0;
+        status = launch_compare_integer(op.plan.compare, x.const_data_ptr(), type, integral, whole,
+                                        a[1]->scalar_as_double(), bp(a[2]), x.numel(), stream);
+      }
       break;
+    }
+    case OpKind::IntegerBinary: {
+      const Tensor &x = a[0]->to_tensor(), &o = a[a.size() - 1]->to_tensor();
+      const bool tensor_b = a[1]->is_tensor();
+      Broadcast shape;
+      ET_TRY(make_broadcast(o, {&x, tensor_b ? &a[1]->to_tensor() : nullptr}, name, &shape));
+      ElementType type = ElementType::Int64;
+      ET_CHECK_OR_RETURN(element_type_of(x.scalar_type(), &type), Error::InvalidArgument, "%s: %s element type",
+                         kCudaBackendName, name);
+      status = launch_binary_integer(op.plan.binary, x.const_data_ptr(), tensor_b ? a[1]->to_tensor().const_data_ptr() : nullptr,
+                                     tensor_b ? 0 : a[1]->to_int(), a.size() == 4 ? a[2]->to_int() : 1, o.mutable_data_ptr(),
+                                     type, o.numel(), shape, stream);
+      break;
+    }
+    case OpKind::Cumsum: {
+      const Tensor &x = a[0]->to_tensor(), &o = a[3]->to_tensor();
+      ElementType from = ElementType::Float32, to = ElementType::Float32;
+      ET_CHECK_OR_RETURN(element_type_of(x.scalar_type(), &from) && element_type_of(o.scalar_type(), &to),
+                         Error::InvalidArgument, "%s: %s element types", kCudaBackendName, name);
+      const int dim = static_cast<int>(op.plan.ints[0]);
+      int64_t outer = 1, inner = 1;
+      for (int d = 0; d < dim; ++d) outer *= x.size(d);
+      for (int d = dim + 1; d < x.dim(); ++d) inner *= x.size(d);
+      status = launch_cumsum(x.const_data_ptr(), from, o.mutable_data_ptr(), to, outer, x.size(dim), inner, stream);
+      break;
+    }
+    case OpKind::ArgMax: {
+      const Tensor& x = a[0]->to_tensor();
+      ElementType type = ElementType::Float32;
+      ET_CHECK_OR_RETURN(element_type_of(x.scalar_type(), &type), Error::InvalidArgument, "%s: %s element type",
+                         kCudaBackendName, name);
+      status = launch_row_argmax(x.const_data_ptr(), type, static_cast<int64_t*>(a[3]->to_tensor().mutable_data_ptr()),
+                                 op.plan.ints[0], op.plan.ints[1], stream);
+      break;
+    }
+    case OpKind::Gather: {
+      const Tensor &x = a[0]->to_tensor(), &idx = a[2]->to_tensor(), &o = a[4]->to_tensor();
+      GatherShape g{};
+      g.rank = x.dim(), g.dim = static_cast<int>(op.plan.ints[0]);
+      for (int d = 0; d < x.dim(); ++d) g.sizes[d] = idx.size(d), g.self_strides[d] = x.strides()[d];
+      g.self_size = x.size(g.dim);
+      status = launch_gather(x.const_data_ptr(), idx.const_data_ptr(), idx.scalar_type() == runtime::ScalarType::Int,
+                             o.mutable_data_ptr(), g, o.numel(), static_cast<int>(x.element_size()),
+                             static_cast<int*>(index_error), stream);
+      break;
+    }
     case OpKind::Cast: {
       const Tensor &x = a[0]->to_tensor(), &o = a[7]->to_tensor();
       ElementType from = ElementType::Float32, to = ElementType::Float32;
@@ -710,6 +768,13 @@ Error run_typed(const Op& op, void* index_error, cudaStream_t stream) {
       const Tensor &w = a[0]->to_tensor(), &idx = a[1]->to_tensor();
       status = launch_embedding(ptr<T>(a[0]), idx.const_data_ptr(), idx.scalar_type() == runtime::ScalarType::Int, ptr<T>(a[5]),
                                 idx.numel(), w.size(0), w.size(1), static_cast<int*>(index_error), stream);
+      break;
+    }
+    case OpKind::LstmCell:
+    case OpKind::GruCell: {
+      const bool lstm = op.plan.kind == OpKind::LstmCell;
+      status = launch_recurrent_cell(lstm, ptr<T>(a[0]), ptr<T>(a[1]), ptr<T>(a[2]), ptr<T>(a[3]),
+                                     lstm ? ptr<T>(a[4]) : nullptr, op.plan.ints[0], op.plan.ints[1], stream);
       break;
     }
     case OpKind::Int8Linear: {
@@ -1433,6 +1498,7 @@ class CudaBackend final : public runtime::BackendInterface {
       if (op.plan.kind == OpKind::BatchNorm) ET_TRY(prepare_batch_norm(op));
       if (op.plan.kind == OpKind::Int8Linear) ET_TRY(prepare_int8_linear(op));
       d->checks_indices |= op.plan.kind == OpKind::Embedding || op.plan.kind == OpKind::IndexSelect ||
+                           op.plan.kind == OpKind::Gather ||
                            (op.plan.kind == OpKind::Index && !constant_indices_in_range(op, host_constants));
       if (op.plan.kind == OpKind::Addmm || op.plan.kind == OpKind::Mm || op.plan.kind == OpKind::Bmm) {
         for (size_t t : op.plan.kind == OpKind::Addmm ? std::vector<size_t>{0, 1, 2, 5} : std::vector<size_t>{0, 1, 2}) {

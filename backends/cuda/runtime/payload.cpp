@@ -32,6 +32,15 @@ bool is_floating(runtime::ScalarType t) {
 // A floating tensor; plan_op has checked that all of an op's floating tensors share one dtype.
 bool is_float(const EValue* v) { return v->is_tensor() && is_floating(v->to_tensor().scalar_type()); }
 bool is_bool(const EValue* v) { return v->is_tensor() && v->to_tensor().scalar_type() == runtime::ScalarType::Bool; }
+bool is_integer(const EValue* v) {
+  return v->is_tensor() &&
+         (v->to_tensor().scalar_type() == runtime::ScalarType::Int || v->to_tensor().scalar_type() == runtime::ScalarType::Long);
+}
+// A tensor of an element type the kernels convert (element_type_of).
+bool is_element(const EValue* v) {
+  ElementType unused;
+  return v->is_tensor() && element_type_of(v->to_tensor().scalar_type(), &unused);
+}
 // Two tensors of one dtype, any: for the ops that only move elements.
 bool same_type_tensors(const EValue* a, const EValue* b) {
   return a->is_tensor() && b->is_tensor() && a->to_tensor().scalar_type() == b->to_tensor().scalar_type();
@@ -158,6 +167,11 @@ bool classify(const std::string& name, OpPlan* op) {
       {"aten::sum.dim_IntList", OpKind::RowReduce},
       {"aten::sum", OpKind::RowReduce},
       {"executorch::int8_linear", OpKind::Int8Linear},
+      {"aten::cumsum", OpKind::Cumsum},
+      {"aten::argmax", OpKind::ArgMax},
+      {"aten::gather", OpKind::Gather},
+      {"executorch::lstm_cell", OpKind::LstmCell},
+      {"executorch::gru_cell", OpKind::GruCell},
       {"aten::scaled_dot_product_attention", OpKind::Attention},
       {"aten::slice.Tensor", OpKind::Slice},
       {"aten::as_strided", OpKind::AsStrided},
@@ -610,6 +624,98 @@ Error plan_int8_linear(Span<EValue*> a, const char* op, OpPlan* plan) {
   return Error::Ok;
 }
 
+// add/sub/mul/maximum/minimum on int32 or int64 tensors: every tensor of one integer dtype, a
+// number `other` and alpha integers (PyTorch would promote otherwise). div is true division.
+Error plan_integer_binary(Span<EValue*> a, const char* op, OpPlan* plan) {
+  const size_t n = a.size();
+  const runtime::ScalarType t = a[0]->to_tensor().scalar_type();
+  PAYLOAD_CHECK(plan->binary != Binary::Div, "%s %s: integer division (true division in PyTorch)", kCudaBackendName, op);
+  PAYLOAD_CHECK((a[1]->is_int() || (is_integer(a[1]) && a[1]->to_tensor().scalar_type() == t)) &&
+                    is_integer(a[n - 1]) && a[n - 1]->to_tensor().scalar_type() == t && (n == 3 || a[2]->is_int()),
+                "%s %s: integer operands, alpha and output must share the input's dtype", kCudaBackendName, op);
+  PAYLOAD_CHECK(a[n - 1]->to_tensor().dim() <= kMaxOpDims, "%s %s: more than %d dimensions", kCudaBackendName, op,
+                kMaxOpDims);
+  plan->kind = OpKind::IntegerBinary;
+  return Error::Ok;  // broadcasting is checked against the shapes on each call
+}
+
+// cumsum(self, dim, dtype?, out): any element type the kernels convert, in and out.
+Error plan_cumsum(Span<EValue*> a, const char* op, OpPlan* plan) {
+  PAYLOAD_CHECK(a.size() == 4 && is_element(a[0]) && is_element(a[3]), "%s %s: arguments", kCudaBackendName, op);
+  const Tensor &x = a[0]->to_tensor(), &o = a[3]->to_tensor();
+  PAYLOAD_CHECK(o.dim() == x.dim() && o.numel() == x.numel() && x.dim() > 0, "%s %s: the output must be shaped like the input",
+                kCudaBackendName, op);
+  for (int d = 0; d < x.dim(); ++d) {
+    PAYLOAD_CHECK(o.size(d) == x.size(d), "%s %s: the output must be shaped like the input", kCudaBackendName, op);
+  }
+  ET_TRY(dim_at(a[1], x, op, &plan->ints[0]));
+  return Error::Ok;
+}
+
+// argmax(self, dim?, keepdim, out): over the last dimension, or over every element (dim None).
+Error plan_argmax(Span<EValue*> a, const char* op, OpPlan* plan) {
+  PAYLOAD_CHECK(a.size() == 4 && is_element(a[0]) && a[2]->is_bool() && a[3]->is_tensor() &&
+                    a[3]->to_tensor().scalar_type() == runtime::ScalarType::Long,
+                "%s %s: arguments (the output is int64)", kCudaBackendName, op);
+  const Tensor& x = a[0]->to_tensor();
+  int64_t cols = x.numel();
+  if (!a[1]->is_none()) {
+    int64_t dim;
+    ET_TRY(dim_at(a[1], x, op, &dim));
+    PAYLOAD_CHECK(dim == x.dim() - 1, "%s: %s only over the last dimension", kCudaBackendName, op);
+    cols = x.size(static_cast<int>(dim));
+  }
+  PAYLOAD_CHECK(cols > 0, "%s %s: an empty reduction", kCudaBackendName, op);
+  plan->ints[0] = x.numel() / cols, plan->ints[1] = cols;
+  PAYLOAD_CHECK(a[3]->to_tensor().numel() == plan->ints[0], "%s %s: the output has %lld elements, expected %lld",
+                kCudaBackendName, op, static_cast<long long>(a[3]->to_tensor().numel()),
+                static_cast<long long>(plan->ints[0]));
+  return Error::Ok;
+}
+
+// gather(self, dim, index, sparse_grad, out): index int64 or int32 of self's rank, no larger than
+// self off `dim`; out of index's shape and self's dtype.
+Error plan_gather(Span<EValue*> a, const char* op, OpPlan* plan) {
+  PAYLOAD_CHECK(a.size() == 5 && a[0]->is_tensor() && is_integer(a[2]) && same_type_tensors(a[0], a[4]),
+                "%s %s: arguments (int64 or int32 index; the output of self's dtype)", kCudaBackendName, op);
+  const Tensor &x = a[0]->to_tensor(), &idx = a[2]->to_tensor(), &o = a[4]->to_tensor();
+  ET_TRY(dim_at(a[1], x, op, &plan->ints[0]));
+  PAYLOAD_CHECK(idx.dim() == x.dim() && o.dim() == x.dim(), "%s %s: index and output must have self's rank",
+                kCudaBackendName, op);
+  for (int d = 0; d < x.dim(); ++d) {
+    PAYLOAD_CHECK(o.size(d) == idx.size(d) && (d == plan->ints[0] || idx.size(d) <= x.size(d)),
+                  "%s %s: index and output shapes", kCudaBackendName, op);
+  }
+  return Error::Ok;
+}
+
+// lstm_cell(input_gates, hidden_gates, cell, hidden_out, cell_out) and gru_cell(input_gates,
+// hidden_gates, hidden, hidden_out): gates [rows, G * units] (G = 4 or 3), states [rows, units], all
+// of one floating dtype (checked by plan_op).
+Error plan_recurrent_cell(Span<EValue*> a, const char* op, OpPlan* plan) {
+  const bool lstm = plan->kind == OpKind::LstmCell;
+  PAYLOAD_CHECK(a.size() == (lstm ? 5u : 4u), "%s %s: %zu arguments", kCudaBackendName, op, a.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    ET_TRY(need_float(a[i], op, i));
+    PAYLOAD_CHECK(a[i]->to_tensor().dim() == 2, "%s %s: argument %zu must be 2-D [batch, features]", kCudaBackendName,
+                  op, i);
+  }
+  const Tensor& state = a[2]->to_tensor();
+  const int64_t rows = state.size(0), units = state.size(1), gates = lstm ? 4 : 3;
+  for (size_t i : {0, 1}) {
+    const Tensor& g = a[i]->to_tensor();
+    PAYLOAD_CHECK(g.size(0) == rows && g.size(1) == gates * units, "%s %s: gate tensor %zu must be [%lld, %lld]",
+                  kCudaBackendName, op, i, static_cast<long long>(rows), static_cast<long long>(gates * units));
+  }
+  for (size_t i = 3; i < a.size(); ++i) {
+    const Tensor& o = a[i]->to_tensor();
+    PAYLOAD_CHECK(o.size(0) == rows && o.size(1) == units, "%s %s: output %zu must be shaped like the state",
+                  kCudaBackendName, op, i - 3);
+  }
+  plan->ints[0] = rows, plan->ints[1] = units;
+  return Error::Ok;
+}
+
 // scaled_dot_product_attention(query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa,
 // out) on 3-D ([heads, L, E]) or 4-D ([batch, heads, L, E]) tensors; the mask is bool or of the
 // query's dtype and broadcasts to [batch, heads, L, S].
@@ -688,6 +794,7 @@ Error plan_op(const char* name, Span<EValue*> a, OpPlan* plan) {
       return plan_unary_parameters(a, name, plan);
     case OpKind::Binary:
       PAYLOAD_CHECK(n == 3 || n == 4, "%s %s: %zu arguments", kCudaBackendName, name, n);
+      if (is_integer(a[0])) return plan_integer_binary(a, name, plan);
       ET_TRY(need_float(a[0], name, 0));
       ET_TRY(need_float(a[n - 1], name, n - 1));
       PAYLOAD_CHECK(is_float(a[1]) || a[1]->is_int() || a[1]->is_double(), "%s %s: other must be a floating tensor or a number",
@@ -708,7 +815,8 @@ Error plan_op(const char* name, Span<EValue*> a, OpPlan* plan) {
       return plan_split(a, name, plan);
     case OpKind::Compare:
       PAYLOAD_CHECK(n == 3, "%s %s: %zu arguments", kCudaBackendName, name, n);
-      ET_TRY(need_float(a[0], name, 0));
+      PAYLOAD_CHECK(is_float(a[0]) || is_integer(a[0]) || is_bool(a[0]),
+                    "%s %s: argument 0 must be a floating, integer or bool tensor", kCudaBackendName, name);
       ET_TRY(need_number(a[1], name, 1));
       return need_bool_numel(a[2], a[0]->to_tensor().numel(), name, 2);
     case OpKind::LogicalNot:
@@ -837,6 +945,17 @@ Error plan_op(const char* name, Span<EValue*> a, OpPlan* plan) {
       return plan_mean(a, name, plan);
     case OpKind::Int8Linear:
       return plan_int8_linear(a, name, plan);
+    case OpKind::LstmCell:
+    case OpKind::GruCell:
+      return plan_recurrent_cell(a, name, plan);
+    case OpKind::IntegerBinary:  // classify gives Binary; plan_integer_binary chooses this
+      return Error::Ok;
+    case OpKind::Cumsum:
+      return plan_cumsum(a, name, plan);
+    case OpKind::ArgMax:
+      return plan_argmax(a, name, plan);
+    case OpKind::Gather:
+      return plan_gather(a, name, plan);
     case OpKind::Attention:
       return plan_attention(a, name, plan);
     case OpKind::Slice:

@@ -26,7 +26,8 @@ namespace cuda {
 enum class OpKind {
   Addmm, Mm, Bmm, Unary, Binary, Softmax, LogSoftmax, LayerNorm, Copy, Permute, Expand, Split, Conv, BatchNorm,
   MaxPool, AvgPool, RowReduce, Compare, LogicalNot, Any, Where, Embedding, Cast, Int8Linear, Attention, Slice, Select, Cat,
-  AdaptiveAvgPool, AsStrided, ConstantPad, IndexSelect, Upsample, Logic, Index
+  AdaptiveAvgPool, AsStrided, ConstantPad, IndexSelect, Upsample, Logic, Index, LstmCell, GruCell,
+  IntegerBinary, Cumsum, ArgMax, Gather
 };
 
 // One checked instruction. Conv (1-D as height 1): ints = n, c, h, w, oc, kh, kw, stride h/w,
@@ -38,6 +39,8 @@ enum class OpKind {
 // ints = dim, index. Cat: ints = dim. AsStrided: ints = storage offset. ConstantPad: ints = the
 // elements ahead of the input per dimension, scalars[0] = the value. IndexSelect: ints = dim.
 // Upsample: ints = bilinear, align_corners; scalars = source steps per output step (h, w).
+// LstmCell, GruCell: ints = rows, units. IntegerBinary (a Binary on int32 or int64 tensors). Cumsum:
+// ints = dim. ArgMax: ints = rows, columns. Gather: ints = dim.
 struct OpPlan {
   OpKind kind = OpKind::Copy;
   Unary unary = Unary::Relu;

@@ -14,6 +14,7 @@ from executorch.export import _dtypes
 from executorch.export._errors import ExportError, UnsupportedOperatorError
 from executorch.export._planner import Allocation, plan
 from executorch.export._quantize import quantize_linear_int8
+from executorch.export._recurrent import add_recurrent_decompositions
 from executorch.export._rewrite import only_first_output_read, simplify
 from executorch.serialization.pte import KernelCall, Plan, ProgramSpec, TensorSpec, Value, serialize
 
@@ -249,6 +250,7 @@ def _decompositions() -> Any:
         if op in table:
             del table[op]
     table[torch.ops.aten.clamp.Tensor] = _clamp_tensor
+    add_recurrent_decompositions(table)
     return table
 
 

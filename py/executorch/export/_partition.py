@@ -128,6 +128,7 @@ def _subprogram(p: Plan, constants: bytes, lo: int, hi: int) -> tuple[bytes, lis
     for i in sub.inputs + sub.outputs:
         lifetimes[i].first_use, lifetimes[i].last_use = -1, len(body)
     roots = _roots(sub, lifetimes)
+    _pieces_in_place(sub, roots, lifetimes)
     groups = _shared_allocations(roots, lifetimes)
     size = plan(list(groups.values()))
     for i, (root, offset) in roots.items():
@@ -195,6 +196,42 @@ def _roots(sub: Plan, lifetimes: dict[int, Allocation]) -> dict[int, tuple[int, 
             r, base = root[src]  # src was defined earlier, so its root is final
             root[dst] = (r, base + offset)
     return root
+
+
+def _pieces_in_place(sub: Plan, roots: dict[int, tuple[int, int]], lifetimes: dict[int, Allocation]) -> None:
+    """Plans the pieces of a cat whose output they fill contiguously (every dimension before the
+    joined one has size 1: torch.stack of an RNN's steps, DenseNet's features at batch 1) in the
+    output's memory, so the cat copies nothing. A piece moves with every value sharing its memory,
+    where those fill exactly its bytes and none is a payload input or output."""
+    boundary = set(sub.inputs) | set(sub.outputs)
+    moved: set[int] = set()
+    for ins in sub.instructions:
+        if sub.operators[ins.op_index] != ("aten::cat", "") or ins.num_outputs != 1:
+            continue
+        out = ins.args[-1]
+        pieces = sub.values[ins.args[0]].payload if sub.values[ins.args[0]].kind == "tensor_list" else []
+        o: TensorSpec = sub.values[out].payload
+        dim = _int_arg(sub, ins.args[1], 0) if len(ins.args) > 2 else 0
+        if out not in roots or out in boundary or not o.sizes or dim is None:
+            continue
+        dim %= len(o.sizes)
+        if any(s != 1 for s in o.sizes[:dim]) or len(set(pieces)) != len(pieces):
+            continue
+        base_root, base = roots[out]
+        at = 0
+        for t in pieces:
+            spec: TensorSpec = sub.values[t].payload
+            size = nbytes(spec.dtype, spec.sizes)
+            r = roots.get(t, (None, 0))[0]
+            group = [i for i, (root, _) in roots.items() if root == r]
+            fits = (r is not None and r not in moved and r != base_root and roots[t][1] == 0 and spec.dtype == o.dtype
+                    and (base + at) % 16 == 0  # tensors start 16-byte aligned, as planned
+                    and not boundary & set(group) and max(roots[i][1] + lifetimes[i].size for i in group) == size)
+            if fits:
+                for i in group:
+                    roots[i] = (base_root, base + at + roots[i][1])
+                moved.add(r)
+            at += size
 
 
 def _shared_allocations(roots: dict[int, tuple[int, int]], lifetimes: dict[int, Allocation]) -> dict[int, Allocation]:

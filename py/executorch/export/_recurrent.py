@@ -1,0 +1,150 @@
+"""nn.LSTM and nn.GRU as one input projection per layer, then per time step one matrix product and
+one cell operator.
+
+torch's own decomposition of aten.lstm/aten.gru spells each step's gate arithmetic as a dozen
+elementwise operators (split, three sigmoids, tanh, products, sums), each a kernel of its own.
+Here the gates of a step are an `executorch::lstm_cell` or `executorch::gru_cell` call: one kernel,
+on the CPU and on CudaBackend. The torch implementations below are the reference the runtime's
+kernels follow (docs/program_format.md states the arithmetic).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import torch
+import torch.nn.functional as F
+
+LSTM_CELL = "executorch::lstm_cell"
+GRU_CELL = "executorch::gru_cell"
+
+
+@torch.library.custom_op(LSTM_CELL, mutates_args=())
+def lstm_cell(input_gates: torch.Tensor, hidden_gates: torch.Tensor, cell: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """One LSTM step from its gate pre-activations: input_gates = x W_ih^T + b_ih and
+    hidden_gates = h W_hh^T + b_hh, both [B, 4H] in PyTorch's order (input, forget, cell, output);
+    cell [B, H]. Returns the new hidden state and cell, [B, H] each."""
+    i, f, g, o = (input_gates.float() + hidden_gates.float()).chunk(4, dim=-1)
+    c = torch.sigmoid(f) * cell.float() + torch.sigmoid(i) * torch.tanh(g)
+    h = torch.sigmoid(o) * torch.tanh(c)
+    return h.to(cell.dtype), c.to(cell.dtype)
+
+
+@lstm_cell.register_fake
+def _(input_gates: torch.Tensor, hidden_gates: torch.Tensor, cell: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    return torch.empty_like(cell), torch.empty_like(cell)
+
+
+@torch.library.custom_op(GRU_CELL, mutates_args=())
+def gru_cell(input_gates: torch.Tensor, hidden_gates: torch.Tensor, hidden: torch.Tensor) -> torch.Tensor:
+    """One GRU step: input_gates = x W_ih^T + b_ih and hidden_gates = h W_hh^T + b_hh, both [B, 3H]
+    in PyTorch's order (reset, update, new); hidden [B, H]. Returns the new hidden state."""
+    xr, xz, xn = input_gates.float().chunk(3, dim=-1)
+    hr, hz, hn = hidden_gates.float().chunk(3, dim=-1)
+    r = torch.sigmoid(xr + hr)
+    z = torch.sigmoid(xz + hz)
+    n = torch.tanh(xn + r * hn)
+    return ((1 - z) * n + z * hidden.float()).to(hidden.dtype)
+
+
+@gru_cell.register_fake
+def _(input_gates: torch.Tensor, hidden_gates: torch.Tensor, hidden: torch.Tensor) -> torch.Tensor:
+    return torch.empty_like(hidden)
+
+
+def _layers(x: torch.Tensor, states: list[list[torch.Tensor]], params: list[torch.Tensor], has_biases: bool,
+            num_layers: int, bidirectional: bool, step: Callable[..., list[torch.Tensor]],
+            ) -> tuple[torch.Tensor, list[list[torch.Tensor]]]:
+    """Runs the stacked (bi)directional recurrence over time-major x [T, B, F]. states[k][d] is the
+    initial state k (h, and the LSTM's c) of direction d of every layer, [layers * dirs, B, *];
+    step(input_gates_t, state, weights) -> new state. Returns the last layer's outputs and, per
+    state, the final values of every layer and direction."""
+    dirs = 2 if bidirectional else 1
+    per = len(params) // (num_layers * dirs)
+    finals: list[list[torch.Tensor]] = [[] for _ in states]
+    for layer in range(num_layers):
+        outputs = []
+        for d in range(dirs):
+            w = params[(layer * dirs + d) * per:(layer * dirs + d + 1) * per]
+            w_ih, b_ih = w[0], w[2] if has_biases else None
+            gates = F.linear(x, w_ih, b_ih)  # every step's input projection in one product
+            state = [s[layer * dirs + d] for s in states]
+            ys: list[torch.Tensor] = []
+            for t in range(x.shape[0]) if d == 0 else reversed(range(x.shape[0])):
+                state = step(gates[t], state, w)
+                ys.append(state[0])
+            if d == 1:
+                ys.reverse()
+            outputs.append(torch.stack(ys))
+            for k, s in enumerate(state):
+                finals[k].append(s)
+        x = outputs[0] if dirs == 1 else torch.cat(outputs, dim=-1)
+    return x, finals
+
+
+def _time_major(input: torch.Tensor, batch_first: bool) -> torch.Tensor:
+    if input.dim() == 2:  # unbatched [T, F]
+        return input.unsqueeze(1)
+    return input.transpose(0, 1) if batch_first else input
+
+
+def _caller_layout(y: torch.Tensor, input: torch.Tensor, batch_first: bool) -> torch.Tensor:
+    if input.dim() == 2:
+        return y.squeeze(1)
+    return y.transpose(0, 1) if batch_first else y
+
+
+def _lstm(default: Callable[..., Any]) -> Callable[..., Any]:
+    def lstm(input: torch.Tensor, hx: list[torch.Tensor], params: list[torch.Tensor], has_biases: bool,
+             num_layers: int, dropout: float, train: bool, bidirectional: bool, batch_first: bool) -> Any:
+        dirs = 2 if bidirectional else 1
+        per = len(params) // (num_layers * dirs)
+        if (train and dropout > 0) or per * num_layers * dirs != len(params) or per not in (2, 3, 4, 5):
+            return default(input, hx, params, has_biases, num_layers, dropout, train, bidirectional, batch_first)
+        projected = per in (3, 5)  # proj_size: h = (o * tanh(c)) W_hr^T
+        h0, c0 = (s.unsqueeze(1) if input.dim() == 2 else s for s in hx)
+
+        def step(gates: torch.Tensor, state: list[torch.Tensor], w: list[torch.Tensor]) -> list[torch.Tensor]:
+            h, c = state
+            hidden_gates = F.linear(h, w[1], w[3] if has_biases else None)
+            h, c = torch.ops.executorch.lstm_cell(gates, hidden_gates, c)
+            return [F.linear(h, w[-1]) if projected else h, c]
+
+        y, (hs, cs) = _layers(_time_major(input, batch_first), [h0, c0], params, has_biases, num_layers,
+                              bidirectional, step)
+        h_n, c_n = torch.stack(hs), torch.stack(cs)
+        if input.dim() == 2:
+            h_n, c_n = h_n.squeeze(1), c_n.squeeze(1)
+        return _caller_layout(y, input, batch_first), h_n, c_n
+
+    return lstm
+
+
+def _gru(default: Callable[..., Any]) -> Callable[..., Any]:
+    def gru(input: torch.Tensor, hx: torch.Tensor, params: list[torch.Tensor], has_biases: bool, num_layers: int,
+            dropout: float, train: bool, bidirectional: bool, batch_first: bool) -> Any:
+        dirs = 2 if bidirectional else 1
+        per = len(params) // (num_layers * dirs)
+        if (train and dropout > 0) or per * num_layers * dirs != len(params) or per not in (2, 4):
+            return default(input, hx, params, has_biases, num_layers, dropout, train, bidirectional, batch_first)
+        h0 = hx.unsqueeze(1) if input.dim() == 2 else hx
+
+        def step(gates: torch.Tensor, state: list[torch.Tensor], w: list[torch.Tensor]) -> list[torch.Tensor]:
+            hidden_gates = F.linear(state[0], w[1], w[3] if has_biases else None)
+            return [torch.ops.executorch.gru_cell(gates, hidden_gates, state[0])]
+
+        y, (hs,) = _layers(_time_major(input, batch_first), [h0], params, has_biases, num_layers, bidirectional,
+                           step)
+        h_n = torch.stack(hs)
+        return _caller_layout(y, input, batch_first), h_n.squeeze(1) if input.dim() == 2 else h_n
+
+    return gru
+
+
+def add_recurrent_decompositions(table: Any) -> None:
+    """Replaces torch's decompositions of aten.lstm.input and aten.gru.input in `table` with the
+    cell-operator forms above (torch's stay the fallback for what these do not cover: training-mode
+    dropout)."""
+    aten = torch.ops.aten
+    table[aten.lstm.input] = _lstm(table[aten.lstm.input])
+    table[aten.gru.input] = _gru(table[aten.gru.input])
