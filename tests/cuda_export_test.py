@@ -451,6 +451,26 @@ class IntegerOps(torch.nn.Module):
         return picked + zeros + x.argmax(-1).to(x.dtype) + last.sum(-1, keepdim=True)
 
 
+class Volumes(torch.nn.Module):
+    """Video models' 3-D convolutions (cuDNN on the device): batch norm folded in, a strided grouped
+    one with a bias, a (1, 3, 3) spatial then a (3, 1, 1) temporal one as R(2+1)D factors them."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        nn = torch.nn
+        self.stem = nn.Sequential(nn.Conv3d(3, 8, 3, padding=1, bias=False), nn.BatchNorm3d(8), nn.ReLU())
+        self.grouped = nn.Conv3d(8, 8, 3, stride=(1, 2, 2), padding=1, groups=2)
+        self.spatial = nn.Conv3d(8, 6, (1, 3, 3), padding=(0, 1, 1), dilation=(1, 2, 2))
+        self.temporal = nn.Conv3d(6, 4, (3, 1, 1), padding=(1, 0, 0))
+        with torch.no_grad():
+            self.stem[1].running_mean.uniform_(-0.5, 0.5)
+            self.stem[1].running_var.uniform_(0.5, 2.0)
+
+    def forward(self, x):  # [2, 3, 4, 8, 8]
+        y = self.temporal(torch.relu(self.spatial(self.grouped(self.stem(x)))))
+        return y + y.mean(dim=(2, 3, 4), keepdim=True)
+
+
 def _device_lowered(model: torch.nn.Module, example: tuple):
     """The float32 plan and constants export(backend="cuda") delegates from, with its rewrites."""
     from executorch.export._rewrite import simplify
@@ -461,7 +481,8 @@ def _device_lowered(model: torch.nn.Module, example: tuple):
     return _export._lower(ep, "forward", set(_export.supported_operators()))
 
 
-@pytest.mark.parametrize("model, shape", [(NormForms, (2, 8, 6, 6)), (MaskOps, (2, 5, 16)), (IntegerOps, (2, 5, 16))])
+@pytest.mark.parametrize("model, shape", [(NormForms, (2, 8, 6, 6)), (MaskOps, (2, 5, 16)), (IntegerOps, (2, 5, 16)),
+                                          (Volumes, (2, 3, 4, 8, 8))])
 def test_device_forms_are_one_payload_that_matches_torch(model, shape) -> None:
     """Rewritten for the device and delegated whole in every dtype; the float32 payload, run on the
     CPU runtime, gives torch's output (1e-4 relative)."""
@@ -485,11 +506,11 @@ def test_device_forms_are_one_payload_that_matches_torch(model, shape) -> None:
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * max(1.0, float(np.abs(want).max())))
 
 
-@pytest.mark.parametrize("name", ["bert", "llama", "wav2vec2", "timm_levit_128s", "roberta", "clip_text", "lstm"])
+@pytest.mark.parametrize("name", ["bert", "llama", "wav2vec2", "timm_levit_128s", "roberta", "clip_text", "lstm", "r3d_18"])
 def test_real_models_with_masks_and_norms_are_one_delegate_call(name: str) -> None:
     """transformers' masks (index, bitwise_and, integer casts), group norm, LeViT's mean over
-    tokens, RoBERTa's and CLIP's integer positions (cumsum, gather, argmax) and recurrent cells run
-    on the device: export(backend="cuda") in float16 leaves no CPU kernel."""
+    tokens, RoBERTa's and CLIP's integer positions (cumsum, gather, argmax), recurrent cells and 3-D
+    convolutions run on the device: export(backend="cuda") in float16 leaves no CPU kernel."""
     from executorch.serialization.pte import deserialize
     from tests.models.real import MODELS as REAL, MORE_MODELS
 

@@ -14,6 +14,7 @@ in and out of Method.execute.
 - NormForms: group norm, F.normalize and a mean over a leading dimension, rewritten for the device;
 - MaskOps: transformers' attention masks (index.Tensor, bitwise and/or, integer casts);
 - IntegerOps: RoBERTa's and CLIP's integer positions (compares, cumsum, gather, argmax);
+- Volumes: 3-D convolutions through cuDNN (grouped, strided, dilated, factored);
 - LSTM, GRU: stacked bidirectional recurrences, a matrix product and a cell kernel per step.
 
     python3 tools/gpu/ops_check.py .
@@ -27,7 +28,7 @@ sys.path.insert(0, sys.argv[1])
 from executorch.export import export
 from executorch.runtime import Runtime
 from tests.cuda_export_test import (AttentionBlocks, ChannelsLastBlocks, ConvBlocks, ElementwiseChains, HalfGuards,
-                                    IntegerOps, MaskOps, NormForms, VisionOps)
+                                    IntegerOps, MaskOps, NormForms, VisionOps, Volumes)
 from tests.recurrent_test import Recurrent
 
 BOUNDS = ((torch.float32, 1e-4), (torch.float16, 1e-2), (torch.bfloat16, 6e-2))
@@ -103,6 +104,8 @@ check_dtypes("HalfGuards", HalfGuards().eval(), torch.randn(3, 8))
 check_dtypes("NormForms", NormForms().eval(), torch.randn(2, 8, 6, 6))
 check_dtypes("MaskOps", MaskOps().eval(), torch.randn(2, 5, 16))
 check_dtypes("IntegerOps", IntegerOps().eval(), torch.randn(2, 5, 16))
+torch.manual_seed(0)
+check_dtypes("Volumes", Volumes().eval(), torch.randn(2, 3, 4, 8, 8))
 
 
 class Sequence(torch.nn.Module):

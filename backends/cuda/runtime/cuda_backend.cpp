@@ -505,6 +505,20 @@ Error run_typed(const Op& op, void* index_error, cudaStream_t stream) {
       }
       break;
     }
+    case OpKind::Conv3d: {
+      // cuDNN (prepare_conv3d planned it), then the bias per output channel.
+      if (const char* e = op.cudnn->run(ptr<T>(a[0]), ptr<T>(a[1]), nullptr, nullptr, ptr<T>(a[9]), op.workspace, stream)) {
+        return ET_ERROR(Error::Internal, "%s %s: %s", kCudaBackendName, name, e);
+      }
+      if (a[2]->is_tensor()) {
+        const Tensor& o = a[9]->to_tensor();
+        Epilogue<T> bias;
+        bias.bias = ptr<T>(a[2]);
+        status = launch_epilogue(ptr<T>(a[9]), ptr<T>(a[9]), o.size(0) * o.size(1), o.size(1),
+                                 o.size(1) ? o.numel() / (o.size(0) * o.size(1)) : 0, bias, stream);
+      }
+      break;
+    }
     case OpKind::BatchNorm: {
       const Tensor& x = a[0]->to_tensor();
       const int64_t c = x.size(1), n = x.size(0), inner = (n && c) ? x.numel() / (n * c) : 0;
@@ -1344,6 +1358,31 @@ bool layouts_enabled() {
 // cuDNN's workspace bound per convolution.
 constexpr size_t kCudnnWorkspaceBytes = size_t{256} << 20;
 
+// A 3-D convolution, which only cuDNN runs here: planned once, its workspace shared.
+Error prepare_conv3d(Op& op, DeviceBuffer& workspace, size_t& workspace_bytes) {
+  ET_CHECK_OR_RETURN(cudnn_available(), Error::NotSupported, "%s %s: 3-D convolution needs cuDNN, which is missing: %s",
+                     kCudaBackendName, op.name.c_str(), cudnn_unavailable_reason());
+  const int64_t *v = op.plan.ints, *z = op.plan.depth;
+  ConvGeometry g{v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8], v[9], v[10], v[11], v[12], v[13], v[14], v[15]};
+  g.volumetric = true;
+  g.d = z[0], g.kd = z[1], g.sd = z[2], g.pd = z[3], g.dd = z[4], g.od = z[5];
+  const cudaDataType type = op.plan.dtype == runtime::ScalarType::Half       ? CUDA_R_16F
+                            : op.plan.dtype == runtime::ScalarType::BFloat16 ? CUDA_R_16BF
+                                                                             : CUDA_R_32F;
+  auto conv = std::make_unique<CudnnConv>();
+  if (const char* e = conv->plan(g, type, false, false, kCudnnWorkspaceBytes)) {
+    return ET_ERROR(Error::NotSupported, "%s %s: %s", kCudaBackendName, op.name.c_str(), e);
+  }
+  if (conv->workspace_bytes() > workspace_bytes) {
+    DeviceBuffer grown;
+    ET_TRY(ecuda::to_error(cudaMalloc(&grown.ptr, conv->workspace_bytes()), "CudaBackend: cuDNN workspace"));
+    workspace = std::move(grown);
+    workspace_bytes = conv->workspace_bytes();
+  }
+  op.cudnn = std::move(conv);
+  return Error::Ok;
+}
+
 // A convolution through cuDNN where it loads and takes it; false keeps the built-in im2col + GEMM.
 // Fused: cuDNN computes bias, residual and relu too, which needs a bias and an output apart from
 // the input. Each plan is run once here, so a configuration cuDNN refuses falls back at init.
@@ -1536,6 +1575,9 @@ class CudaBackend final : public runtime::BackendInterface {
           keep_faster_conv(op, d->own_stream);
         }
       }
+    }
+    for (Op& op : d->ops) {
+      if (op.plan.kind == OpKind::Conv3d) ET_TRY(prepare_conv3d(op, d->conv_workspace, d->conv_workspace_bytes));
     }
     fuse_elementwise(d->ops, m);
     for (Op& op : d->ops) {

@@ -46,12 +46,15 @@ struct Library {
   const char* (*error_string)(Status) = nullptr;
   Status (*create_tensor)(Desc*) = nullptr;
   Status (*set_tensor)(Desc, int, int, int, int, int, int) = nullptr;
+  Status (*set_tensor_nd)(Desc, int, int, int, const int*) = nullptr;
   Status (*destroy_tensor)(Desc) = nullptr;
   Status (*create_filter)(Desc*) = nullptr;
   Status (*set_filter)(Desc, int, int, int, int, int, int) = nullptr;
+  Status (*set_filter_nd)(Desc, int, int, int, const int*) = nullptr;
   Status (*destroy_filter)(Desc) = nullptr;
   Status (*create_conv)(Desc*) = nullptr;
   Status (*set_conv)(Desc, int, int, int, int, int, int, int, int) = nullptr;
+  Status (*set_conv_nd)(Desc, int, const int*, const int*, const int*, int, int) = nullptr;
   Status (*set_groups)(Desc, int) = nullptr;
   Status (*set_math)(Desc, int) = nullptr;
   Status (*destroy_conv)(Desc) = nullptr;
@@ -87,11 +90,14 @@ struct Library {
     }
     const bool ok = bind(create, "cudnnCreate") & bind(destroy, "cudnnDestroy") & bind(set_stream, "cudnnSetStream") &
                     bind(error_string, "cudnnGetErrorString") & bind(create_tensor, "cudnnCreateTensorDescriptor") &
-                    bind(set_tensor, "cudnnSetTensor4dDescriptor") & bind(destroy_tensor, "cudnnDestroyTensorDescriptor") &
+                    bind(set_tensor, "cudnnSetTensor4dDescriptor") &
+                    bind(set_tensor_nd, "cudnnSetTensorNdDescriptorEx") & bind(destroy_tensor, "cudnnDestroyTensorDescriptor") &
                     bind(create_filter, "cudnnCreateFilterDescriptor") & bind(set_filter, "cudnnSetFilter4dDescriptor") &
+                    bind(set_filter_nd, "cudnnSetFilterNdDescriptor") &
                     bind(destroy_filter, "cudnnDestroyFilterDescriptor") &
                     bind(create_conv, "cudnnCreateConvolutionDescriptor") &
-                    bind(set_conv, "cudnnSetConvolution2dDescriptor") & bind(set_groups, "cudnnSetConvolutionGroupCount") &
+                    bind(set_conv, "cudnnSetConvolution2dDescriptor") &
+                    bind(set_conv_nd, "cudnnSetConvolutionNdDescriptor") & bind(set_groups, "cudnnSetConvolutionGroupCount") &
                     bind(set_math, "cudnnSetConvolutionMathType") &
                     bind(destroy_conv, "cudnnDestroyConvolutionDescriptor") &
                     bind(create_act, "cudnnCreateActivationDescriptor") & bind(set_act, "cudnnSetActivationDescriptor") &
@@ -149,7 +155,9 @@ CudnnConv::~CudnnConv() {
 const char* CudnnConv::plan(const ConvGeometry& g, cudaDataType type, bool relu_bias, bool channels_last,
                             size_t max_workspace) {
   if (!cudnn_available()) return cudnn_unavailable_reason();
-  for (int64_t v : {g.n, g.c, g.h, g.w, g.k, g.kh, g.kw, g.sh, g.sw, g.ph, g.pw, g.dh, g.dw, g.groups, g.oh, g.ow}) {
+  if (g.volumetric && (relu_bias || channels_last)) return "3-D convolution is planned NCDHW without a fused epilogue";
+  for (int64_t v : {g.n, g.c, g.h, g.w, g.k, g.kh, g.kw, g.sh, g.sw, g.ph, g.pw, g.dh, g.dw, g.groups, g.oh, g.ow, g.d,
+                    g.kd, g.sd, g.pd, g.dd, g.od}) {
     if (v > INT_MAX) return "convolution dimension over cuDNN's 32-bit limit";
   }
   Library& lib = library();
@@ -164,7 +172,19 @@ const char* CudnnConv::plan(const ConvGeometry& g, cudaDataType type, bool relu_
       (relu_bias && (s = lib.create_act(&act_desc_)))) {
     return failure("cuDNN descriptors", s);
   }
-  if ((s = lib.set_tensor(x_desc_, format, dt, i(g.n), i(g.c), i(g.h), i(g.w))) ||
+  if (g.volumetric) {
+    const int x[5] = {i(g.n), i(g.c), i(g.d), i(g.h), i(g.w)}, y[5] = {i(g.n), i(g.k), i(g.od), i(g.oh), i(g.ow)};
+    const int w[5] = {i(g.k), i(g.c / g.groups), i(g.kd), i(g.kh), i(g.kw)};
+    const int pad[3] = {i(g.pd), i(g.ph), i(g.pw)}, stride[3] = {i(g.sd), i(g.sh), i(g.sw)};
+    const int dilation[3] = {i(g.dd), i(g.dh), i(g.dw)};
+    if ((s = lib.set_tensor_nd(x_desc_, kNchw, dt, 5, x)) || (s = lib.set_tensor_nd(y_desc_, kNchw, dt, 5, y)) ||
+        (s = lib.set_filter_nd(w_desc_, dt, kNchw, 5, w)) ||
+        (s = lib.set_conv_nd(conv_desc_, 3, pad, stride, dilation, kCrossCorrelation, kDataFloat)) ||
+        (s = lib.set_groups(conv_desc_, i(g.groups))) ||
+        (s = lib.set_math(conv_desc_, type == CUDA_R_32F ? kFmaMath : kTensorOpMath))) {
+      return failure("cuDNN 3-D convolution", s);
+    }
+  } else if ((s = lib.set_tensor(x_desc_, format, dt, i(g.n), i(g.c), i(g.h), i(g.w))) ||
       (s = lib.set_tensor(y_desc_, format, dt, i(g.n), i(g.k), i(g.oh), i(g.ow))) ||
       (s = lib.set_filter(w_desc_, dt, format, i(g.k), i(g.c / g.groups), i(g.kh), i(g.kw))) ||
       (s = lib.set_conv(conv_desc_, i(g.ph), i(g.pw), i(g.sh), i(g.sw), i(g.dh), i(g.dw), kCrossCorrelation,

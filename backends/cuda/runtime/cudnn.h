@@ -21,18 +21,22 @@ bool cudnn_available();
 // Why cudnn_available() is false: the loader's message.
 const char* cudnn_unavailable_reason();
 
-// The geometry of a 2-D convolution over NCHW tensors (weights OIHW).
+// The geometry of a 2-D convolution over NCHW tensors (weights OIHW); with `volumetric`, of a
+// 3-D one over NCDHW tensors (weights OIDHW), its depth in the last six fields.
 struct ConvGeometry {
   int64_t n, c, h, w;     // input
   int64_t k, kh, kw;      // output channels, kernel
   int64_t sh, sw, ph, pw, dh, dw, groups;
   int64_t oh, ow;         // output
+  bool volumetric = false;
+  int64_t d = 1, kd = 1, sd = 1, pd = 0, dd = 1, od = 1;  // input depth, kernel, stride, padding, dilation, output
 };
 
 // One convolution planned with cuDNN: its descriptors and the algorithm chosen for them. With
 // `relu_bias`, run() computes y = relu(conv(x, w) + bias + z) in one kernel (z may be y's own bytes,
 // or none); otherwise y = conv(x, w) and the caller applies any epilogue. `channels_last`: x, y and z
 // are NHWC and w is OHWI (what tensor cores read without transposing); otherwise NCHW and OIHW.
+// A volumetric convolution is planned NCDHW, without relu_bias.
 class CudnnConv {
  public:
   CudnnConv() = default;

@@ -460,6 +460,47 @@ Error plan_adaptive_avg_pool(Span<EValue*> a, const char* op, OpPlan* plan) {
   return Error::Ok;
 }
 
+// A 3-D convolution (NCDHW, weights OIDHW; cuDNN runs it): ints as a 2-D one's over height and
+// width, depth[] the third dimension. Arguments as plan_conv's, already checked there.
+Error plan_conv3d(Span<EValue*> a, const char* op, OpPlan* plan) {
+  const Tensor &x = a[0]->to_tensor(), &wt = a[1]->to_tensor(), &o = a[9]->to_tensor();
+  PAYLOAD_CHECK(wt.dim() == 5 && o.dim() == 5, "%s %s: weight and output must be 5-D", kCudaBackendName, op);
+  // Per spatial dimension (depth, height, width): kernel, stride, padding, dilation, in, out.
+  int64_t k[3], st[3], pad[3], dil[3];
+  auto entry = [op](const EValue* list, int i, int64_t* out) -> Error {
+    PAYLOAD_CHECK(list->is_int_list() && (list->to_int_list().size() == 3 || list->to_int_list().size() == 1),
+                  "%s %s: stride, padding and dilation must list 1 or 3 integers", kCudaBackendName, op);
+    const auto l = list->to_int_list();
+    *out = l.size() == 1 ? l[0] : l[static_cast<size_t>(i)];
+    return Error::Ok;
+  };
+  for (int i = 0; i < 3; ++i) {
+    ET_TRY(entry(a[3], i, &st[i]));
+    ET_TRY(entry(a[4], i, &pad[i]));
+    ET_TRY(entry(a[5], i, &dil[i]));
+    k[i] = wt.size(2 + i);
+    PAYLOAD_CHECK(k[i] >= 1 && st[i] >= 1 && dil[i] >= 1 && pad[i] >= 0 && k[i] <= kMaxWindow && st[i] <= kMaxWindow &&
+                      dil[i] <= kMaxWindow && pad[i] <= kMaxWindow,
+                  "%s: convolution kernel, stride, padding or dilation out of range", kCudaBackendName);
+    const int64_t in = x.size(2 + i), out = o.size(2 + i);
+    PAYLOAD_CHECK(in + 2 * pad[i] >= dil[i] * (k[i] - 1) + 1 && out == (in + 2 * pad[i] - dil[i] * (k[i] - 1) - 1) / st[i] + 1,
+                  "%s: convolution output size %lld disagrees with its input", kCudaBackendName, static_cast<long long>(out));
+  }
+  const int64_t groups = a[8]->to_int();
+  PAYLOAD_CHECK(groups > 0 && x.size(1) % groups == 0 && wt.size(0) % groups == 0 && wt.size(1) == x.size(1) / groups &&
+                    o.size(0) == x.size(0) && o.size(1) == wt.size(0),
+                "%s: convolution channels do not split into groups", kCudaBackendName);
+  int64_t* v = plan->ints;
+  const int64_t ints[16] = {x.size(0), x.size(1), x.size(3), x.size(4), wt.size(0), k[1],    k[2],      st[1],
+                            st[2],     pad[1],    pad[2],    dil[1],    dil[2],     groups,  o.size(3), o.size(4)};
+  std::copy(ints, ints + 16, v);
+  const int64_t depth[6] = {x.size(2), k[0], st[0], pad[0], dil[0], o.size(2)};
+  std::copy(depth, depth + 6, plan->depth);
+  plan->kind = OpKind::Conv3d;
+  if (a[2]->is_tensor()) ET_TRY(need_numel(a[2], wt.size(0), op, 2));
+  return Error::Ok;
+}
+
 Error plan_conv(Span<EValue*> a, const char* op, OpPlan* plan) {
   PAYLOAD_CHECK(a.size() == 10, "%s %s: %zu arguments", kCudaBackendName, op, a.size());
   ET_TRY(need_float(a[0], op, 0));
@@ -470,10 +511,11 @@ Error plan_conv(Span<EValue*> a, const char* op, OpPlan* plan) {
   ET_TRY(need_int(a[8], op, 8));
   PAYLOAD_CHECK(!a[6]->scalar_as_double(), "%s: only non-transposed convolution", kCudaBackendName);
   const Tensor &x = a[0]->to_tensor(), &wt = a[1]->to_tensor(), &o = a[9]->to_tensor();
+  if (x.dim() == 5) return plan_conv3d(a, op, plan);
   // A 1-D convolution runs as a 2-D one of height 1.
   const bool one_d = x.dim() == 3;
   PAYLOAD_CHECK((x.dim() == 4 || one_d) && wt.dim() == x.dim() && o.dim() == x.dim(),
-                "%s: only 1-D and 2-D convolution (3-D or 4-D tensors)", kCudaBackendName);
+                "%s: only 1-D, 2-D and 3-D convolution (3-D, 4-D or 5-D tensors)", kCudaBackendName);
   auto size = [one_d](const Tensor& t, int d) -> int64_t { return one_d ? (d == 2 ? 1 : t.size(d - (d == 3))) : t.size(d); };
   int64_t* v = plan->ints;
   v[0] = x.size(0), v[1] = x.size(1), v[2] = size(x, 2), v[3] = size(x, 3), v[4] = wt.size(0), v[5] = size(wt, 2),
@@ -948,7 +990,8 @@ Error plan_op(const char* name, Span<EValue*> a, OpPlan* plan) {
     case OpKind::LstmCell:
     case OpKind::GruCell:
       return plan_recurrent_cell(a, name, plan);
-    case OpKind::IntegerBinary:  // classify gives Binary; plan_integer_binary chooses this
+    case OpKind::IntegerBinary:  // classify gives Binary and Conv; plan_integer_binary and plan_conv3d choose these
+    case OpKind::Conv3d:
       return Error::Ok;
     case OpKind::Cumsum:
       return plan_cumsum(a, name, plan);

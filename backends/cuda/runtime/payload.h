@@ -27,7 +27,7 @@ enum class OpKind {
   Addmm, Mm, Bmm, Unary, Binary, Softmax, LogSoftmax, LayerNorm, Copy, Permute, Expand, Split, Conv, BatchNorm,
   MaxPool, AvgPool, RowReduce, Compare, LogicalNot, Any, Where, Embedding, Cast, Int8Linear, Attention, Slice, Select, Cat,
   AdaptiveAvgPool, AsStrided, ConstantPad, IndexSelect, Upsample, Logic, Index, LstmCell, GruCell,
-  IntegerBinary, Cumsum, ArgMax, Gather
+  IntegerBinary, Cumsum, ArgMax, Gather, Conv3d
 };
 
 // One checked instruction. Conv (1-D as height 1): ints = n, c, h, w, oc, kh, kw, stride h/w,
@@ -50,6 +50,9 @@ struct OpPlan {
   // The element type of the op's floating tensors (all alike): Float, Half or BFloat16.
   runtime::ScalarType dtype = runtime::ScalarType::Float;
   int64_t ints[16] = {};
+  // Conv3d: ints as Conv's over height and width; depth = input depth, kernel, stride, padding,
+  // dilation, output depth.
+  int64_t depth[6] = {};
   // Unary parameters p0, p1 (Clamp's bounds, LeakyRelu's slope, Pow's exponent).
   float scalars[2] = {};
 };
