@@ -209,7 +209,10 @@ __global__ void unary_kernel(Unary op, float p0, float p1, const T* __restrict__
   }
 }
 
-__device__ __forceinline__ float binary_apply(Binary op, float x, float y) {
+// V is float (every floating type computes in float32) or int64_t (integer tensors; Div is refused
+// for those, as PyTorch's is true division).
+template <typename V>
+__device__ __forceinline__ V binary_apply(Binary op, V x, V y) {
   switch (op) {
     case Binary::Add: return x + y;
     case Binary::Sub: return x - y;
@@ -806,14 +809,7 @@ struct IntegerBinaryBody {
   template <typename Index>
   __device__ I load(const Index* off) const {
     const int64_t x = a[off[0]], y = (b ? static_cast<int64_t>(b[off[1]]) : scalar) * alpha;
-    switch (op) {
-      case Binary::Add: return static_cast<I>(x + y);
-      case Binary::Sub: return static_cast<I>(x - y);
-      case Binary::Mul: return static_cast<I>(x * y);
-      case Binary::Max: return static_cast<I>(x > y ? x : y);
-      case Binary::Min: return static_cast<I>(x < y ? x : y);
-      default: return 0;
-    }
+    return static_cast<I>(binary_apply<int64_t>(op, x, y));
   }
 };
 

@@ -222,6 +222,20 @@ T* ptr(EValue* v) { return static_cast<T*>(v->to_tensor().mutable_data_ptr()); }
 char* bytes(EValue* v) { return static_cast<char*>(v->to_tensor().mutable_data_ptr()); }
 bool* bp(EValue* v) { return v->to_tensor().data_ptr<bool>(); }
 
+// The element counts of contiguous `x` before and after dimension `dim`.
+void around(const Tensor& x, int dim, int64_t* outer, int64_t* inner) {
+  *outer = 1, *inner = 1;
+  for (int d = 0; d < dim; ++d) *outer *= x.size(d);
+  for (int d = dim + 1; d < x.dim(); ++d) *inner *= x.size(d);
+}
+
+// The kernels' code for `t`'s element type (plan_op admitted only those element_type_of knows).
+Error element_type(const Tensor& t, const char* name, ElementType* out) {
+  ET_CHECK_OR_RETURN(element_type_of(t.scalar_type(), out), Error::InvalidArgument, "%s: %s element type %s",
+                     kCudaBackendName, name, runtime::to_string(t.scalar_type()));
+  return Error::Ok;
+}
+
 // The output shape and each operand's strides for the broadcasting kernels: operands a, b and,
 // for where, c (the condition); a null operand (a scalar) keeps zero strides.
 Error make_broadcast(const Tensor& out, std::initializer_list<const Tensor*> operands, const char* name,
@@ -600,9 +614,8 @@ Error run_typed(const Op& op, void* index_error, cudaStream_t stream) {
       // Each slice before dim is an embedding lookup: rows of `inner` elements picked by the index.
       const Tensor &x = a[0]->to_tensor(), &idx = a[2]->to_tensor();
       const int dim = static_cast<int>(op.plan.ints[0]);
-      int64_t outer = 1, inner = 1;
-      for (int d = 0; d < dim; ++d) outer *= x.size(d);
-      for (int d = dim + 1; d < x.dim(); ++d) inner *= x.size(d);
+      int64_t outer, inner;
+      around(x, dim, &outer, &inner);
       const int64_t rows = x.size(dim), n = idx.numel();
       for (int64_t o = 0; o < outer && status == cudaSuccess; ++o) {
         status = launch_embedding(ptr<T>(a[0]) + o * rows * inner, idx.const_data_ptr(),
@@ -649,8 +662,7 @@ Error run_typed(const Op& op, void* index_error, cudaStream_t stream) {
     case OpKind::Compare: {
       const Tensor& x = a[0]->to_tensor();
       ElementType type = ElementType::Float32;
-      ET_CHECK_OR_RETURN(element_type_of(x.scalar_type(), &type), Error::InvalidArgument, "%s: %s element type",
-                         kCudaBackendName, name);
+      ET_TRY(element_type(x, name, &type));
       if (type == ElementType::Float32 || type == ElementType::Float16 || type == ElementType::BFloat16) {
         status = launch_compare_scalar(op.plan.compare, ptr<T>(a[0]), static_cast<float>(a[1]->scalar_as_double()),
                                        bp(a[2]), x.numel(), stream);
@@ -668,8 +680,7 @@ Error run_typed(const Op& op, void* index_error, cudaStream_t stream) {
       Broadcast shape;
       ET_TRY(make_broadcast(o, {&x, tensor_b ? &a[1]->to_tensor() : nullptr}, name, &shape));
       ElementType type = ElementType::Int64;
-      ET_CHECK_OR_RETURN(element_type_of(x.scalar_type(), &type), Error::InvalidArgument, "%s: %s element type",
-                         kCudaBackendName, name);
+      ET_TRY(element_type(x, name, &type));
       status = launch_binary_integer(op.plan.binary, x.const_data_ptr(), tensor_b ? a[1]->to_tensor().const_data_ptr() : nullptr,
                                      tensor_b ? 0 : a[1]->to_int(), a.size() == 4 ? a[2]->to_int() : 1, o.mutable_data_ptr(),
                                      type, o.numel(), shape, stream);
@@ -678,20 +689,18 @@ Error run_typed(const Op& op, void* index_error, cudaStream_t stream) {
     case OpKind::Cumsum: {
       const Tensor &x = a[0]->to_tensor(), &o = a[3]->to_tensor();
       ElementType from = ElementType::Float32, to = ElementType::Float32;
-      ET_CHECK_OR_RETURN(element_type_of(x.scalar_type(), &from) && element_type_of(o.scalar_type(), &to),
-                         Error::InvalidArgument, "%s: %s element types", kCudaBackendName, name);
+      ET_TRY(element_type(x, name, &from));
+      ET_TRY(element_type(o, name, &to));
       const int dim = static_cast<int>(op.plan.ints[0]);
-      int64_t outer = 1, inner = 1;
-      for (int d = 0; d < dim; ++d) outer *= x.size(d);
-      for (int d = dim + 1; d < x.dim(); ++d) inner *= x.size(d);
+      int64_t outer, inner;
+      around(x, dim, &outer, &inner);
       status = launch_cumsum(x.const_data_ptr(), from, o.mutable_data_ptr(), to, outer, x.size(dim), inner, stream);
       break;
     }
     case OpKind::ArgMax: {
       const Tensor& x = a[0]->to_tensor();
       ElementType type = ElementType::Float32;
-      ET_CHECK_OR_RETURN(element_type_of(x.scalar_type(), &type), Error::InvalidArgument, "%s: %s element type",
-                         kCudaBackendName, name);
+      ET_TRY(element_type(x, name, &type));
       status = launch_row_argmax(x.const_data_ptr(), type, static_cast<int64_t*>(a[3]->to_tensor().mutable_data_ptr()),
                                  op.plan.ints[0], op.plan.ints[1], stream);
       break;
@@ -710,8 +719,8 @@ Error run_typed(const Op& op, void* index_error, cudaStream_t stream) {
     case OpKind::Cast: {
       const Tensor &x = a[0]->to_tensor(), &o = a[7]->to_tensor();
       ElementType from = ElementType::Float32, to = ElementType::Float32;
-      ET_CHECK_OR_RETURN(element_type_of(x.scalar_type(), &from) && element_type_of(o.scalar_type(), &to),
-                         Error::InvalidArgument, "%s: %s element types", kCudaBackendName, name);
+      ET_TRY(element_type(x, name, &from));
+      ET_TRY(element_type(o, name, &to));
       status = launch_cast(x.const_data_ptr(), from, o.mutable_data_ptr(), to, x.numel(), stream);
       break;
     }
@@ -1358,27 +1367,45 @@ bool layouts_enabled() {
 // cuDNN's workspace bound per convolution.
 constexpr size_t kCudnnWorkspaceBytes = size_t{256} << 20;
 
+// A Conv or Conv3d plan as cuDNN's geometry.
+ConvGeometry conv_geometry(const OpPlan& plan) {
+  const int64_t *v = plan.ints, *z = plan.depth;
+  ConvGeometry g{v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8], v[9], v[10], v[11], v[12], v[13], v[14], v[15]};
+  if (plan.kind == OpKind::Conv3d) {
+    g.volumetric = true;
+    g.d = z[0], g.kd = z[1], g.sd = z[2], g.pd = z[3], g.dd = z[4], g.od = z[5];
+  }
+  return g;
+}
+
+cudaDataType cudnn_type(runtime::ScalarType t) {
+  return t == runtime::ScalarType::Half ? CUDA_R_16F : t == runtime::ScalarType::BFloat16 ? CUDA_R_16BF : CUDA_R_32F;
+}
+
+// Grows the delegate's shared cuDNN workspace to `conv`'s need; false where the device is out of memory.
+bool fit_workspace(const CudnnConv& conv, DeviceBuffer& workspace, size_t& workspace_bytes) {
+  if (conv.workspace_bytes() <= workspace_bytes) return true;
+  DeviceBuffer grown;
+  if (cudaMalloc(&grown.ptr, conv.workspace_bytes()) != cudaSuccess) {
+    cudaGetLastError();
+    return false;
+  }
+  workspace = std::move(grown);
+  workspace_bytes = conv.workspace_bytes();
+  return true;
+}
+
 // A 3-D convolution, which only cuDNN runs here: planned once, its workspace shared.
 Error prepare_conv3d(Op& op, DeviceBuffer& workspace, size_t& workspace_bytes) {
   ET_CHECK_OR_RETURN(cudnn_available(), Error::NotSupported, "%s %s: 3-D convolution needs cuDNN, which is missing: %s",
                      kCudaBackendName, op.name.c_str(), cudnn_unavailable_reason());
-  const int64_t *v = op.plan.ints, *z = op.plan.depth;
-  ConvGeometry g{v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8], v[9], v[10], v[11], v[12], v[13], v[14], v[15]};
-  g.volumetric = true;
-  g.d = z[0], g.kd = z[1], g.sd = z[2], g.pd = z[3], g.dd = z[4], g.od = z[5];
-  const cudaDataType type = op.plan.dtype == runtime::ScalarType::Half       ? CUDA_R_16F
-                            : op.plan.dtype == runtime::ScalarType::BFloat16 ? CUDA_R_16BF
-                                                                             : CUDA_R_32F;
   auto conv = std::make_unique<CudnnConv>();
-  if (const char* e = conv->plan(g, type, false, false, kCudnnWorkspaceBytes)) {
+  if (const char* e = conv->plan(conv_geometry(op.plan), cudnn_type(op.plan.dtype), false, false, kCudnnWorkspaceBytes)) {
     return ET_ERROR(Error::NotSupported, "%s %s: %s", kCudaBackendName, op.name.c_str(), e);
   }
-  if (conv->workspace_bytes() > workspace_bytes) {
-    DeviceBuffer grown;
-    ET_TRY(ecuda::to_error(cudaMalloc(&grown.ptr, conv->workspace_bytes()), "CudaBackend: cuDNN workspace"));
-    workspace = std::move(grown);
-    workspace_bytes = conv->workspace_bytes();
-  }
+  ET_CHECK_OR_RETURN(fit_workspace(*conv, workspace, workspace_bytes), Error::MemoryAllocationFailed,
+                     "%s %s: out of device memory for cuDNN's %zu-byte workspace", kCudaBackendName, op.name.c_str(),
+                     conv->workspace_bytes());
   op.cudnn = std::move(conv);
   return Error::Ok;
 }
@@ -1390,24 +1417,15 @@ bool plan_cudnn(Op& op, DeviceBuffer& workspace, size_t& workspace_bytes) {
   // NCHW depthwise convolutions run the built-in kernel.
   if ((is_depthwise(op.plan) && !op.nhwc) || !cudnn_available()) return false;
   const auto& a = op.args;
-  const int64_t* v = op.plan.ints;
-  const ConvGeometry g{v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8], v[9], v[10], v[11], v[12], v[13], v[14], v[15]};
-  const cudaDataType type = op.plan.dtype == runtime::ScalarType::Half       ? CUDA_R_16F
-                            : op.plan.dtype == runtime::ScalarType::BFloat16 ? CUDA_R_16BF
-                                                                             : CUDA_R_32F;
+  const ConvGeometry g = conv_geometry(op.plan);
+  const cudaDataType type = cudnn_type(op.plan.dtype);
   const bool relu = op.activation && op.activation->plan.unary == Unary::Relu;
   for (const bool fused : {a[2]->is_tensor() && relu && (op.layout_x.ptr || !overlaps(op.result, a[0])), false}) {
     auto conv = std::make_unique<CudnnConv>();
     EValue* y = fused ? op.result : a[9];
-    if (conv->plan(g, type, fused, op.nhwc, kCudnnWorkspaceBytes) != nullptr) continue;
-    if (conv->workspace_bytes() > workspace_bytes) {
-      DeviceBuffer grown;
-      if (cudaMalloc(&grown.ptr, conv->workspace_bytes()) != cudaSuccess) {
-        cudaGetLastError();
-        continue;
-      }
-      workspace = std::move(grown);
-      workspace_bytes = conv->workspace_bytes();
+    if (conv->plan(g, type, fused, op.nhwc, kCudnnWorkspaceBytes) != nullptr ||
+        !fit_workspace(*conv, workspace, workspace_bytes)) {
+      continue;
     }
     const bool ran = conv->run(conv_input(op), op.nhwc ? op.layout_w.ptr : bytes(a[1]), fused ? bytes(a[2]) : nullptr,
                                fused && op.residual ? bytes(op.residual) : nullptr, bytes(y), workspace.ptr, nullptr) ==

@@ -460,6 +460,26 @@ Error plan_adaptive_avg_pool(Span<EValue*> a, const char* op, OpPlan* plan) {
   return Error::Ok;
 }
 
+// One spatial dimension of a convolution: kernel, stride and dilation at least 1, padding at least
+// 0, all small enough that the size arithmetic cannot overflow, and `out` the extent they give.
+Error need_conv_extent(int64_t in, int64_t k, int64_t s, int64_t p, int64_t dil, int64_t out) {
+  PAYLOAD_CHECK(k >= 1 && s >= 1 && dil >= 1 && p >= 0 && k <= kMaxWindow && s <= kMaxWindow && dil <= kMaxWindow &&
+                    p <= kMaxWindow,
+                "%s: convolution kernel, stride, padding or dilation out of range", kCudaBackendName);
+  PAYLOAD_CHECK(in + 2 * p >= dil * (k - 1) + 1 && out == (in + 2 * p - dil * (k - 1) - 1) / s + 1,
+                "%s: convolution output size %lld disagrees with its input", kCudaBackendName, static_cast<long long>(out));
+  return Error::Ok;
+}
+
+// `groups` splits the input's channels and the weight's filters; the output has the input's batch
+// and one channel per filter.
+Error need_conv_groups(const Tensor& x, const Tensor& wt, const Tensor& o, int64_t groups) {
+  PAYLOAD_CHECK(groups > 0 && x.size(1) % groups == 0 && wt.size(0) % groups == 0 && wt.size(1) == x.size(1) / groups &&
+                    o.size(0) == x.size(0) && o.size(1) == wt.size(0),
+                "%s: convolution channels do not split into groups", kCudaBackendName);
+  return Error::Ok;
+}
+
 // A 3-D convolution (NCDHW, weights OIDHW; cuDNN runs it): ints as a 2-D one's over height and
 // width, depth[] the third dimension. Arguments as plan_conv's, already checked there.
 Error plan_conv3d(Span<EValue*> a, const char* op, OpPlan* plan) {
@@ -479,17 +499,10 @@ Error plan_conv3d(Span<EValue*> a, const char* op, OpPlan* plan) {
     ET_TRY(entry(a[4], i, &pad[i]));
     ET_TRY(entry(a[5], i, &dil[i]));
     k[i] = wt.size(2 + i);
-    PAYLOAD_CHECK(k[i] >= 1 && st[i] >= 1 && dil[i] >= 1 && pad[i] >= 0 && k[i] <= kMaxWindow && st[i] <= kMaxWindow &&
-                      dil[i] <= kMaxWindow && pad[i] <= kMaxWindow,
-                  "%s: convolution kernel, stride, padding or dilation out of range", kCudaBackendName);
-    const int64_t in = x.size(2 + i), out = o.size(2 + i);
-    PAYLOAD_CHECK(in + 2 * pad[i] >= dil[i] * (k[i] - 1) + 1 && out == (in + 2 * pad[i] - dil[i] * (k[i] - 1) - 1) / st[i] + 1,
-                  "%s: convolution output size %lld disagrees with its input", kCudaBackendName, static_cast<long long>(out));
+    ET_TRY(need_conv_extent(x.size(2 + i), k[i], st[i], pad[i], dil[i], o.size(2 + i)));
   }
   const int64_t groups = a[8]->to_int();
-  PAYLOAD_CHECK(groups > 0 && x.size(1) % groups == 0 && wt.size(0) % groups == 0 && wt.size(1) == x.size(1) / groups &&
-                    o.size(0) == x.size(0) && o.size(1) == wt.size(0),
-                "%s: convolution channels do not split into groups", kCudaBackendName);
+  ET_TRY(need_conv_groups(x, wt, o, groups));
   int64_t* v = plan->ints;
   const int64_t ints[16] = {x.size(0), x.size(1), x.size(3), x.size(4), wt.size(0), k[1],    k[2],      st[1],
                             st[2],     pad[1],    pad[2],    dil[1],    dil[2],     groups,  o.size(3), o.size(4)};
@@ -530,21 +543,8 @@ Error plan_conv(Span<EValue*> a, const char* op, OpPlan* plan) {
     ET_TRY(pair_at(a[5], one_d ? 0 : i, 1, op, &v[11 + i]));
   }
   v[13] = a[8]->to_int(), v[14] = size(o, 2), v[15] = size(o, 3);
-  const int64_t groups = v[13];
-  PAYLOAD_CHECK(groups > 0 && v[1] % groups == 0 && v[4] % groups == 0 && wt.size(1) == v[1] / groups &&
-                    o.size(0) == v[0] && o.size(1) == v[4],
-                "%s: convolution channels do not split into groups", kCudaBackendName);
-  for (int i = 5; i <= 12; ++i) {
-    // Kernel, stride and dilation at least 1, padding at least 0; all small enough that the size
-    // arithmetic below cannot overflow.
-    PAYLOAD_CHECK(v[i] >= (i == 9 || i == 10 ? 0 : 1) && v[i] <= kMaxWindow,
-                  "%s: convolution kernel, stride, padding or dilation out of range", kCudaBackendName);
-  }
-  for (int d = 0; d < 2; ++d) {
-    const int64_t in = v[2 + d], k = v[5 + d], s = v[7 + d], p = v[9 + d], dil = v[11 + d], out = v[14 + d];
-    PAYLOAD_CHECK(in + 2 * p >= dil * (k - 1) + 1 && out == (in + 2 * p - dil * (k - 1) - 1) / s + 1,
-                  "%s: convolution output size %lld disagrees with its input", kCudaBackendName, static_cast<long long>(out));
-  }
+  ET_TRY(need_conv_groups(x, wt, o, v[13]));
+  for (int d = 0; d < 2; ++d) ET_TRY(need_conv_extent(v[2 + d], v[5 + d], v[7 + d], v[9 + d], v[11 + d], v[14 + d]));
   if (a[2]->is_tensor()) ET_TRY(need_numel(a[2], v[4], op, 2));
   return Error::Ok;
 }

@@ -52,15 +52,15 @@ def _(input_gates: torch.Tensor, hidden_gates: torch.Tensor, hidden: torch.Tenso
     return torch.empty_like(hidden)
 
 
-def _layers(x: torch.Tensor, states: list[list[torch.Tensor]], params: list[torch.Tensor], has_biases: bool,
+def _layers(x: torch.Tensor, states: list[torch.Tensor], params: list[torch.Tensor], has_biases: bool,
             num_layers: int, bidirectional: bool, step: Callable[..., list[torch.Tensor]],
             ) -> tuple[torch.Tensor, list[list[torch.Tensor]]]:
-    """Runs the stacked (bi)directional recurrence over time-major x [T, B, F]. states[k][d] is the
-    initial state k (h, and the LSTM's c) of direction d of every layer, [layers * dirs, B, *];
+    """Runs the stacked (bi)directional recurrence over time-major x [T, B, F]. states[k] is the
+    initial state k (h, and the LSTM's c) of every layer and direction, [layers * dirs, B, *];
     step(input_gates_t, state, weights) -> new state. Returns the last layer's outputs and, per
     state, the final values of every layer and direction."""
     dirs = 2 if bidirectional else 1
-    per = len(params) // (num_layers * dirs)
+    per = _per_direction(params, num_layers, bidirectional)
     finals: list[list[torch.Tensor]] = [[] for _ in states]
     for layer in range(num_layers):
         outputs = []
@@ -94,12 +94,17 @@ def _caller_layout(y: torch.Tensor, input: torch.Tensor, batch_first: bool) -> t
     return y.transpose(0, 1) if batch_first else y
 
 
+def _per_direction(params: list[torch.Tensor], num_layers: int, bidirectional: bool) -> int:
+    """How many weights each layer and direction has (0 where `params` does not split evenly)."""
+    count = num_layers * (2 if bidirectional else 1)
+    return len(params) // count if count and len(params) % count == 0 else 0
+
+
 def _lstm(default: Callable[..., Any]) -> Callable[..., Any]:
     def lstm(input: torch.Tensor, hx: list[torch.Tensor], params: list[torch.Tensor], has_biases: bool,
              num_layers: int, dropout: float, train: bool, bidirectional: bool, batch_first: bool) -> Any:
-        dirs = 2 if bidirectional else 1
-        per = len(params) // (num_layers * dirs)
-        if (train and dropout > 0) or per * num_layers * dirs != len(params) or per not in (2, 3, 4, 5):
+        per = _per_direction(params, num_layers, bidirectional)
+        if (train and dropout > 0) or per not in (2, 3, 4, 5):
             return default(input, hx, params, has_biases, num_layers, dropout, train, bidirectional, batch_first)
         projected = per in (3, 5)  # proj_size: h = (o * tanh(c)) W_hr^T
         h0, c0 = (s.unsqueeze(1) if input.dim() == 2 else s for s in hx)
@@ -123,9 +128,8 @@ def _lstm(default: Callable[..., Any]) -> Callable[..., Any]:
 def _gru(default: Callable[..., Any]) -> Callable[..., Any]:
     def gru(input: torch.Tensor, hx: torch.Tensor, params: list[torch.Tensor], has_biases: bool, num_layers: int,
             dropout: float, train: bool, bidirectional: bool, batch_first: bool) -> Any:
-        dirs = 2 if bidirectional else 1
-        per = len(params) // (num_layers * dirs)
-        if (train and dropout > 0) or per * num_layers * dirs != len(params) or per not in (2, 4):
+        per = _per_direction(params, num_layers, bidirectional)
+        if (train and dropout > 0) or per not in (2, 4):
             return default(input, hx, params, has_biases, num_layers, dropout, train, bidirectional, batch_first)
         h0 = hx.unsqueeze(1) if input.dim() == 2 else hx
 
