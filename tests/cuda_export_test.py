@@ -151,8 +151,8 @@ def test_half_precision_needs_every_operator_on_the_gpu() -> None:
 
 class VisionOps(torch.nn.Module):
     """The shape and activation operators of real vision and language models that CudaBackend runs:
-    slices, selects, concatenation, adaptive pooling by an even split, clamps, hard activations,
-    powers and unary math."""
+    slices, selects, concatenation, adaptive pooling (even, uneven and enlarging windows), clamps,
+    hard activations, powers and unary math."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -165,7 +165,8 @@ class VisionOps(torch.nn.Module):
         y = self.conv(x)
         y = torch.cat([F.hardswish(y[:, :4]), F.relu6(y[:, 4:]), F.hardsigmoid(y[:, 1:3])], 1)
         y = F.leaky_relu(y.clamp(-2.0, 2.5), 0.1) + y[:, :, 1:-1:2].pow(2).mean() + y.select(2, 3).abs().sqrt().sum()
-        y = F.adaptive_avg_pool2d(y, 4) + torch.sin(y[..., ::2, ::2]).cos() * torch.erf(y[..., 1::2, 1::2])
+        y = (F.adaptive_avg_pool2d(y, 4) + F.adaptive_avg_pool2d(y[..., :7, 1:], 4) + F.adaptive_avg_pool2d(y[..., :2, :3], 4)
+             + torch.sin(y[..., ::2, ::2]).cos() * torch.erf(y[..., 1::2, 1::2]))
         y = torch.log(y.clamp(min=0.5)).flatten(2)
         y = self.conv1d(y) + y.as_strided((2, 10, 16), (160, 16, 1), 0)
         y = F.pad(y, (2, 1, 0, 0, 1, 0), value=0.5) + F.pad(y, (-1, 4))[:, :1, 2:5].sum()
@@ -274,19 +275,21 @@ class ChannelsLastBlocks(torch.nn.Module):
 class AttentionBlocks(torch.nn.Module):
     """Multi-head attention as models write it: nn.MultiheadAttention batch first (its projections on
     a transposed input, heads split by permutes that CudaBackend's attention reads in place), then
-    heads split by hand from one packed projection, causal."""
+    heads split by hand from one packed projection, causal, merged by a permute attention writes in
+    place, and projected with the residual added by the projection's matrix product (either order)."""
 
     def __init__(self) -> None:
         super().__init__()
         self.attention = torch.nn.MultiheadAttention(32, 4, batch_first=True)
         self.qkv = torch.nn.Linear(32, 96)
+        self.proj = torch.nn.Linear(32, 32)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         y = self.attention(x, x, x, need_weights=False)[0] + x
         b, n, e = y.shape
         q, k, v = self.qkv(y).view(b, n, 3, 4, e // 4).permute(2, 0, 3, 1, 4)
         z = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
-        return z.transpose(1, 2).reshape(b, n, e) + y
+        return y + self.proj(z.transpose(1, 2).reshape(b, n, e))
 
 
 class ElementwiseChains(torch.nn.Module):
@@ -348,8 +351,8 @@ def test_blocks_are_one_delegate_call(model, shape, dtype) -> None:
 
 
 def test_views_in_a_payload_share_their_input_memory() -> None:
-    """A view's output is planned on its input's bytes (the backend then skips the copy); the
-    payload still computes the model."""
+    """A view's output, and a permute's that only moves dimensions of size 1, is planned on its
+    input's bytes (the backend then skips the copy); the payload still computes the model."""
     from executorch.serialization.pte import deserialize
 
     class M(torch.nn.Module):
@@ -357,7 +360,10 @@ def test_views_in_a_payload_share_their_input_memory() -> None:
             y = torch.relu(x).flatten(1).unsqueeze(0).clone()
             r = torch.tanh(x)
             # r[1] and r[1:] are contiguous parts of r; r[:, 1] is not
-            return torch.sigmoid(y).squeeze(0) + y.sum(), r[1] * r[1:].sum() + r[:, 1].sum()
+            # [1, 3, 4] -> [3, 1, 4] moves a dimension of size 1 only; [3, 1, 4] -> [4, 1, 3] reorders
+            p = torch.exp(x).sum(0, keepdim=True).permute(1, 0, 2)
+            return (torch.sigmoid(y).squeeze(0) + y.sum(), r[1] * r[1:].sum() + r[:, 1].sum(),
+                    p.sin() + p.permute(2, 1, 0).sum())
 
     model, example = M().eval(), (torch.randn(2, 3, 4),)
     plan, constants = lower(model, example)
@@ -371,6 +377,9 @@ def test_views_in_a_payload_share_their_input_memory() -> None:
     for ins in views:
         src, dst = sub.values[ins.args[0]].payload, sub.values[ins.args[-1]].payload
         assert src.mem_offset == dst.mem_offset, (src, dst)
+    in_place = [sub.values[i.args[0]].payload.mem_offset == sub.values[i.args[-1]].payload.mem_offset
+                for i in by_op["aten::permute"]]
+    assert in_place == [True, False], in_place
     # [2, 3, 4] float32: r[1] and r[1:] start 48 bytes in; r[:, 1] is a copy of its own.
     offsets = sorted(sub.values[i.args[-1]].payload.mem_offset - sub.values[i.args[0]].payload.mem_offset
                      for i in by_op["aten::select"] + by_op["aten::slice"])

@@ -8,7 +8,8 @@ in and out of Method.execute.
   convolution's epilogue, 1x1 convolutions without im2col;
 - ChannelsLastBlocks: NHWC tensors between cuDNN convolutions (pooling, means over pixels,
   broadcasts, depthwise convolution) and the conversions back to NCHW;
-- AttentionBlocks: multi-head attention reading permuted q, k and v in place, and split by hand;
+- AttentionBlocks: multi-head attention reading permuted q, k and v in place, and split by hand,
+  its output written where the permute after it puts it, residual adds in the projections' GEMMs;
 - ElementwiseChains: runs of elementwise ops computed in one pass (GPT-2's GELU written out);
 - HalfGuards: T5's mixed-dtype layer norm and isinf-chosen clamp;
 - NormForms: group norm, F.normalize and a mean over a leading dimension, rewritten for the device;
@@ -98,6 +99,7 @@ torch.manual_seed(0)
 check_dtypes("ChannelsLastBlocks", ChannelsLastBlocks().eval(), torch.randn(2, 3, 32, 32))
 torch.manual_seed(0)
 check_dtypes("AttentionBlocks", AttentionBlocks().eval(), torch.randn(3, 9, 32))
+check_dtypes("AttentionBlocks batch 1", AttentionBlocks().eval(), torch.randn(1, 9, 32))  # layout-keeping permutes
 torch.manual_seed(0)
 check_dtypes("ElementwiseChains", ElementwiseChains().eval(), torch.randn(4, 16))
 check_dtypes("HalfGuards", HalfGuards().eval(), torch.randn(3, 8))

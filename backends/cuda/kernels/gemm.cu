@@ -2,6 +2,9 @@
 
 #include <climits>
 
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
 namespace executorch {
 namespace backends {
 namespace cuda {
@@ -50,7 +53,48 @@ __global__ void broadcast_rows_kernel(int64_t m, int64_t n, const T* __restrict_
   c[i] = bias[col];
 }
 
+__device__ __forceinline__ float widen(float v) { return v; }
+__device__ __forceinline__ float widen(__half v) { return __half2float(v); }
+__device__ __forceinline__ float widen(__nv_bfloat16 v) { return __bfloat162float(v); }
+template <typename T>
+__device__ __forceinline__ T narrow(float v);
+template <>
+__device__ __forceinline__ float narrow(float v) { return v; }
+template <>
+__device__ __forceinline__ __half narrow(float v) { return __float2half(v); }
+template <>
+__device__ __forceinline__ __nv_bfloat16 narrow(float v) { return __float2bfloat16(v); }
+
+template <typename T>
+__global__ void add_rows_kernel(int64_t m, int64_t n, const T* __restrict__ bias, T* __restrict__ c) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= m * n) return;
+  const int64_t col = m * n <= INT32_MAX ? static_cast<uint32_t>(i) % static_cast<uint32_t>(n) : i % n;
+  c[i] = narrow<T>(widen(c[i]) + widen(bias[col]));
+}
+
 }  // namespace
+
+cudaError_t launch_add_rows(int64_t m, int64_t n, const void* bias, void* c, cudaDataType type, cudaStream_t stream) {
+  const int64_t total = m * n;
+  if (total == 0) return cudaSuccess;
+  const unsigned blocks = static_cast<unsigned>((total + 255) / 256);
+  switch (type) {
+    case CUDA_R_32F:
+      add_rows_kernel<<<blocks, 256, 0, stream>>>(m, n, static_cast<const float*>(bias), static_cast<float*>(c));
+      break;
+    case CUDA_R_16F:
+      add_rows_kernel<<<blocks, 256, 0, stream>>>(m, n, static_cast<const __half*>(bias), static_cast<__half*>(c));
+      break;
+    case CUDA_R_16BF:
+      add_rows_kernel<<<blocks, 256, 0, stream>>>(m, n, static_cast<const __nv_bfloat16*>(bias),
+                                                  static_cast<__nv_bfloat16*>(c));
+      break;
+    default:
+      return cudaErrorInvalidValue;
+  }
+  return cudaGetLastError();
+}
 
 cudaError_t launch_sgemm(int64_t m, int64_t n, int64_t k, float alpha, const float* a, const float* b, float beta,
                          float* c, cudaStream_t stream, int64_t batch, int64_t stride_a, int64_t stride_b,

@@ -168,29 +168,35 @@ cudaError_t launch_elementwise(int dim, const int64_t* sizes, const int64_t* con
   return cudaGetLastError();
 }
 
-// Sum over a block of kThreads threads (all threads get it).
+__device__ __forceinline__ float warp_max(float v) {
+  for (int o = 16; o > 0; o /= 2) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+  return v;
+}
+__device__ __forceinline__ float warp_sum(float v) {
+  for (int o = 16; o > 0; o /= 2) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+
+// Reduces over a block of kThreads threads (all threads get it): within each warp by shuffles,
+// then across the warps' partials; `shared` holds kThreads floats and is free again on return.
+template <typename Combine>
+__device__ __forceinline__ float block_reduce(float v, float* shared, float identity, Combine combine) {
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  for (int o = 16; o > 0; o /= 2) v = combine(v, __shfl_xor_sync(0xffffffffu, v, o));
+  if (lane == 0) shared[warp] = v;
+  __syncthreads();
+  v = lane < static_cast<int>(blockDim.x / 32) ? shared[lane] : identity;
+  for (int o = 16; o > 0; o /= 2) v = combine(v, __shfl_xor_sync(0xffffffffu, v, o));
+  __syncthreads();
+  return v;
+}
+
 __device__ float block_sum(float v, float* shared) {
-  shared[threadIdx.x] = v;
-  __syncthreads();
-  for (int s = blockDim.x / 2; s > 0; s /= 2) {
-    if (threadIdx.x < s) shared[threadIdx.x] += shared[threadIdx.x + s];
-    __syncthreads();
-  }
-  const float out = shared[0];
-  __syncthreads();
-  return out;
+  return block_reduce(v, shared, 0.f, [](float a, float b) { return a + b; });
 }
 
 __device__ float block_max(float v, float* shared) {
-  shared[threadIdx.x] = v;
-  __syncthreads();
-  for (int s = blockDim.x / 2; s > 0; s /= 2) {
-    if (threadIdx.x < s) shared[threadIdx.x] = fmaxf(shared[threadIdx.x], shared[threadIdx.x + s]);
-    __syncthreads();
-  }
-  const float out = shared[0];
-  __syncthreads();
-  return out;
+  return block_reduce(v, shared, -INFINITY, [](float a, float b) { return fmaxf(a, b); });
 }
 
 template <typename T>
@@ -427,14 +433,6 @@ __global__ void softmax_kernel(const T* __restrict__ x, T* __restrict__ y, int64
 constexpr int kAttentionKeys = 32;
 constexpr int kAttentionSlots = kMaxAttentionHeadDim / 32;  // output elements per lane
 
-__device__ __forceinline__ float warp_max(float v) {
-  for (int o = 16; o > 0; o /= 2) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
-  return v;
-}
-__device__ __forceinline__ float warp_sum(float v) {
-  for (int o = 16; o > 0; o /= 2) v += __shfl_xor_sync(0xffffffffu, v, o);
-  return v;
-}
 
 template <typename T>
 __global__ void attention_kernel(const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__ v,
@@ -503,9 +501,14 @@ __global__ void attention_kernel(const T* __restrict__ q, const T* __restrict__ 
 #pragma unroll
   for (int t = 0; t < kAttentionSlots; ++t) {
     const int e = lane + 32 * t;
-    if (e < v_dim) out[(bh * s.q_len + i) * v_dim + e] = st<T>(l > 0.f ? acc[t] / l : 0.f);
+    if (e < v_dim) {
+      out[b * s.out_strides[0] + h * s.out_strides[1] + i * s.out_strides[2] + e] = st<T>(l > 0.f ? acc[t] / l : 0.f);
+    }
   }
 }
+
+// Rows of up to kThreads * kNormCached elements stay in registers between the passes.
+constexpr int kNormCached = 8;
 
 template <typename T>
 __global__ void layer_norm_kernel(const T* __restrict__ x, const T* __restrict__ w, const T* __restrict__ b, float eps,
@@ -513,16 +516,44 @@ __global__ void layer_norm_kernel(const T* __restrict__ x, const T* __restrict__
   __shared__ float shared[kThreads];
   const int64_t row = blockIdx.x;
   const T* xr = x + row * cols;
+  const bool cached = cols <= static_cast<int64_t>(kNormCached) * blockDim.x;
+  float cache[kNormCached];
   float sum = 0.f, sq = 0.f;
-  for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) sum += ld(xr[j]);
+  if (cached) {
+#pragma unroll
+    for (int t = 0; t < kNormCached; ++t) {
+      const int64_t j = threadIdx.x + static_cast<int64_t>(t) * blockDim.x;
+      cache[t] = j < cols ? ld(xr[j]) : 0.f;
+      sum += cache[t];
+    }
+  } else {
+    for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) sum += ld(xr[j]);
+  }
   const float mu = block_sum(sum, shared) / static_cast<float>(cols);
-  for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) sq += (ld(xr[j]) - mu) * (ld(xr[j]) - mu);
+  if (cached) {
+#pragma unroll
+    for (int t = 0; t < kNormCached; ++t) {
+      const int64_t j = threadIdx.x + static_cast<int64_t>(t) * blockDim.x;
+      if (j < cols) sq += (cache[t] - mu) * (cache[t] - mu);
+    }
+  } else {
+    for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) sq += (ld(xr[j]) - mu) * (ld(xr[j]) - mu);
+  }
   const float rs = rsqrtf(block_sum(sq, shared) / static_cast<float>(cols) + eps);
-  for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) {
-    float v = (ld(xr[j]) - mu) * rs;
+  auto write = [&](int64_t j, float xv) {
+    float v = (xv - mu) * rs;
     if (w) v *= ld(w[j]);
     if (b) v += ld(b[j]);
     y[row * cols + j] = st<T>(v);
+  };
+  if (cached) {
+#pragma unroll
+    for (int t = 0; t < kNormCached; ++t) {
+      const int64_t j = threadIdx.x + static_cast<int64_t>(t) * blockDim.x;
+      if (j < cols) write(j, cache[t]);
+    }
+  } else {
+    for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) write(j, ld(xr[j]));
   }
   if (threadIdx.x == 0) {
     if (mean) mean[row] = st<T>(mu);
@@ -673,7 +704,7 @@ template <typename T>
 __global__ void pool2d_kernel(const T* __restrict__ x, T* __restrict__ y, int64_t* __restrict__ indices, bool is_max,
                               int64_t h, int64_t w, int64_t oh, int64_t ow, int64_t kh, int64_t kw, int64_t sh,
                               int64_t sw, int64_t ph, int64_t pw, int64_t dh, int64_t dw, bool include_pad,
-                              int64_t channels_last, int64_t total) {
+                              int64_t channels_last, int64_t total, bool adaptive) {
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= total) return;
   // y[i] is output pixel (oy, ox) of `plane` (NCHW: an image's channel; NHWC: an image, channel
@@ -699,8 +730,10 @@ __global__ void pool2d_kernel(const T* __restrict__ x, T* __restrict__ y, int64_
     if (indices) indices[i] = best_i;
     return;
   }
-  const int64_t y0 = oy * sh - ph, x0 = ox * sw - pw;
-  const int64_t y1 = min(y0 + kh, h + ph), x1 = min(x0 + kw, w + pw);
+  // Adaptive windows: [floor(o * in / out), ceil((o + 1) * in / out)), as torch's.
+  const int64_t y0 = adaptive ? oy * h / oh : oy * sh - ph, x0 = adaptive ? ox * w / ow : ox * sw - pw;
+  const int64_t y1 = adaptive ? ((oy + 1) * h + oh - 1) / oh : min(y0 + kh, h + ph);
+  const int64_t x1 = adaptive ? ((ox + 1) * w + ow - 1) / ow : min(x0 + kw, w + pw);
   const int64_t padded = (y1 - y0) * (x1 - x0);
   const int64_t ya = max(y0, int64_t{0}), xa = max(x0, int64_t{0}), yb = min(y1, h), xb = min(x1, w);
   float sum = 0.f;
@@ -1100,7 +1133,8 @@ void contiguous_attention_strides(AttentionShape* s) {
   const int64_t q[3] = {s->q_heads * s->q_len * s->head_dim, s->q_len * s->head_dim, s->head_dim};
   const int64_t k[3] = {s->kv_heads * s->kv_len * s->head_dim, s->kv_len * s->head_dim, s->head_dim};
   const int64_t v[3] = {s->kv_heads * s->kv_len * s->value_dim, s->kv_len * s->value_dim, s->value_dim};
-  for (int d = 0; d < 3; ++d) s->q_strides[d] = q[d], s->k_strides[d] = k[d], s->v_strides[d] = v[d];
+  const int64_t o[3] = {s->q_heads * s->q_len * s->value_dim, s->q_len * s->value_dim, s->value_dim};
+  for (int d = 0; d < 3; ++d) s->q_strides[d] = q[d], s->k_strides[d] = k[d], s->v_strides[d] = v[d], s->out_strides[d] = o[d];
 }
 
 template <typename T>
@@ -1206,11 +1240,13 @@ cudaError_t launch_epilogue(const T* x, T* y, int64_t planes, int64_t channels, 
 template <typename T>
 cudaError_t launch_pool2d(const T* x, T* y, int64_t* indices, bool max, int64_t planes, int64_t h, int64_t w,
                           int64_t oh, int64_t ow, int64_t kh, int64_t kw, int64_t sh, int64_t sw, int64_t ph, int64_t pw,
-                          int64_t dh, int64_t dw, bool count_include_pad, int64_t channels_last, cudaStream_t stream) {
+                          int64_t dh, int64_t dw, bool count_include_pad, int64_t channels_last, cudaStream_t stream,
+                          bool adaptive) {
   const int64_t total = planes * oh * ow;
   if (total == 0) return cudaSuccess;
+  if (adaptive && (max || oh <= 0 || ow <= 0)) return cudaErrorInvalidValue;
   pool2d_kernel<<<blocks_for(total), kThreads, 0, stream>>>(x, y, indices, max, h, w, oh, ow, kh, kw, sh, sw, ph, pw,
-                                                             dh, dw, count_include_pad, channels_last, total);
+                                                             dh, dw, count_include_pad, channels_last, total, adaptive);
   return cudaGetLastError();
 }
 
@@ -1277,7 +1313,7 @@ cudaError_t launch_row_reduce(const T* x, T* y, int64_t rows, int64_t cols, bool
   template cudaError_t launch_epilogue<T>(const T*, T*, int64_t, int64_t, int64_t, const Epilogue<T>&, cudaStream_t);    \
   template cudaError_t launch_pool2d<T>(const T*, T*, int64_t*, bool, int64_t, int64_t, int64_t, int64_t, int64_t,     \
                                         int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, bool,  \
-                                        int64_t, cudaStream_t);                                                         \
+                                        int64_t, cudaStream_t, bool);                                                   \
   template cudaError_t launch_row_reduce<T>(const T*, T*, int64_t, int64_t, bool, cudaStream_t);                       \
   template cudaError_t launch_recurrent_cell<T>(bool, const T*, const T*, const T*, T*, T*, int64_t, int64_t,          \
                                                 cudaStream_t);                                                          \

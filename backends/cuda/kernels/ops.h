@@ -139,8 +139,11 @@ struct AttentionShape {
   // Element strides of batch, head and position in q, k and v (each row of head_dim or value_dim
   // elements contiguous): contiguous_attention_strides's, or those of a permuted view read in place.
   int64_t q_strides[3], k_strides[3], v_strides[3];
+  // Element strides of batch, head and position in out (rows of value_dim contiguous): those of a
+  // contiguous [batch, heads, len, value_dim], or of the permute after it written in place.
+  int64_t out_strides[3];
 };
-// The strides of contiguous [batch, heads, len, dim] q, k and v.
+// The strides of contiguous [batch, heads, len, dim] q, k, v and out.
 void contiguous_attention_strides(AttentionShape* s);
 template <typename T>
 cudaError_t launch_attention(const T* q, const T* k, const T* v, const void* mask, T* out, const AttentionShape& s,
@@ -200,11 +203,13 @@ template <typename T>
 cudaError_t launch_epilogue(const T* x, T* y, int64_t planes, int64_t channels, int64_t inner, const Epilogue<T>& e,
                             cudaStream_t stream);
 // Max (with flat indices) or average pooling over planes of h x w into oh x ow. channels_last: the
-// channel count of NHWC tensors (planes = images x channels), or 0 for NCHW.
+// channel count of NHWC tensors (planes = images x channels), or 0 for NCHW. adaptive: average
+// pooling over adaptive_avg_pool2d's windows (kernel, stride and padding unused).
 template <typename T>
 cudaError_t launch_pool2d(const T* x, T* y, int64_t* indices, bool max, int64_t planes, int64_t h, int64_t w,
                           int64_t oh, int64_t ow, int64_t kh, int64_t kw, int64_t sh, int64_t sw, int64_t ph, int64_t pw,
-                          int64_t dh, int64_t dw, bool count_include_pad, int64_t channels_last, cudaStream_t stream);
+                          int64_t dh, int64_t dw, bool count_include_pad, int64_t channels_last, cudaStream_t stream,
+                          bool adaptive = false);
 // Constant padding of a contiguous `dim`-D tensor: `before[d]` elements ahead of the input along
 // each dimension (negative: cropped), `value` where out reads outside it.
 template <typename T>

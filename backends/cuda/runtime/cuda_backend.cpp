@@ -91,15 +91,19 @@ struct Op {
   DeviceBuffer layout_x;
   DeviceBuffer layout_w;
   // conv: the instructions after it that it computes as its epilogue (fuse_epilogues): a residual
-  // added, then an activation, written to `result` (its own output when nothing is fused).
+  // added, then an activation, written to `result` (its own output when nothing is fused). addmm:
+  // the residual its cuBLASLt call adds, written to `result` (fuse_linear_residuals).
   EValue* residual = nullptr;
   const Op* activation = nullptr;
   EValue* result = nullptr;
   // attention: q, k and v read in place from the tensors the permutes before it would have copied
   // (read_permutes_in_place): each one's source (null: the argument itself) and its strides of
   // batch, head and position; the output moved to `scratch` where it lay on such a source.
-  const void* attention_src[3] = {};
+  const EValue* attention_src[3] = {};
   int64_t attention_strides[3][3] = {};
+  // ... and its output written in place of the permute after it (write_permutes_in_place): to
+  // `result`, at these strides of batch, head and position.
+  int64_t attention_out_strides[3] = {};
   // The elementwise ops from this one on that run as one pass (fuse_elementwise); the others are
   // skipped.
   struct Fused {
@@ -122,6 +126,18 @@ Error shim_view(EValue* v, ShimTensor* out) {
   if (aoti_torch_create_tensor_from_blob_v2(t.mutable_data_ptr(), t.dim(), t.sizes(), t.strides(), 0,
                                             static_cast<int32_t>(t.scalar_type()), aoti_torch_device_type_cuda(), 0,
                                             &out->handle, aoti_torch_layout_strided(), nullptr, 0) != AOTI_TORCH_SUCCESS) {
+    return ET_ERROR(Error::Internal, "%s: %s", kCudaBackendName, runtime::last_error_message());
+  }
+  return Error::Ok;
+}
+
+// A shim view of a device tensor of the sub-program as a [rows, cols] matrix (its bytes contiguous).
+Error shim_matrix(EValue* v, int64_t rows, int64_t cols, ShimTensor* out) {
+  const int64_t sizes[2] = {rows, cols}, strides[2] = {cols, 1};
+  Tensor& t = v->to_tensor();
+  if (aoti_torch_create_tensor_from_blob_v2(t.mutable_data_ptr(), 2, sizes, strides, 0, static_cast<int32_t>(t.scalar_type()),
+                                            aoti_torch_device_type_cuda(), 0, &out->handle, aoti_torch_layout_strided(),
+                                            nullptr, 0) != AOTI_TORCH_SUCCESS) {
     return ET_ERROR(Error::Internal, "%s: %s", kCudaBackendName, runtime::last_error_message());
   }
   return Error::Ok;
@@ -433,7 +449,10 @@ Error run_typed(const Op& op, void* index_error, cudaStream_t stream) {
     case OpKind::Mm:
     case OpKind::Bmm: {
       // Through the shim library, on the current stream (execute() set it).
-      const AOTITorchError e = op.plan.kind == OpKind::Addmm
+      const AOTITorchError e = op.residual != nullptr
+          ? executorch_cuda_linear_residual_out(op.shim[4].handle, op.shim[0].handle, op.shim[1].handle,
+                                                op.shim[2].handle, op.shim[5].handle)
+          : op.plan.kind == OpKind::Addmm
           ? aoti_torch_cuda_addmm_out(op.shim[3].handle, op.shim[0].handle, op.shim[1].handle, op.shim[2].handle,
                                       a[3]->scalar_as_double(), a[4]->scalar_as_double())
           : op.plan.kind == OpKind::Mm ? aoti_torch_cuda_mm_out(op.shim[2].handle, op.shim[0].handle, op.shim[1].handle)
@@ -551,7 +570,8 @@ Error run_typed(const Op& op, void* index_error, cudaStream_t stream) {
       // NHWC pooling leaves max pooling's indices unwritten (choose_layouts saw nothing read them).
       status = launch_pool2d(ptr<T>(a[0]), ptr<T>(out), is_max && !op.nhwc ? a[7]->to_tensor().data_ptr<int64_t>() : nullptr,
                              is_max, x.size(0) * x.size(1), x.size(2), x.size(3), o.size(2), o.size(3), v[0], v[1], v[2],
-                             v[3], v[4], v[5], v[6], v[7], v[8] != 0, op.nhwc ? x.size(1) : 0, stream);
+                             v[3], v[4], v[5], v[6], v[7], v[8] != 0, op.nhwc ? x.size(1) : 0, stream,
+                             op.plan.kind == OpKind::AdaptiveAvgPool && v[9] != 0);
       break;
     }
     case OpKind::RowReduce: {
@@ -774,17 +794,22 @@ Error run_typed(const Op& op, void* index_error, cudaStream_t stream) {
       const float scale = a[6]->is_none() ? 1.f / std::sqrt(static_cast<float>(std::max<int64_t>(v[5], 1)))
                                           : static_cast<float>(a[6]->scalar_as_double());
       AttentionShape shape{v[0], v[1], v[2], v[3], v[4], v[5], v[6], scale, v[7] != 0,
-                           static_cast<AttentionMask>(v[8]), {v[9], v[10], v[11], v[12]}, {}, {}, {}};
+                           static_cast<AttentionMask>(v[8]), {v[9], v[10], v[11], v[12]}, {}, {}, {}, {}};
       contiguous_attention_strides(&shape);
+      T* out = ptr<T>(a[8]);
+      if (op.result != nullptr) {  // written where the permute after it puts it
+        out = ptr<T>(op.result);
+        std::copy(op.attention_out_strides, op.attention_out_strides + 3, shape.out_strides);
+      }
       const T* in[3] = {ptr<T>(a[0]), ptr<T>(a[1]), ptr<T>(a[2])};
       int64_t* strides[3] = {shape.q_strides, shape.k_strides, shape.v_strides};
       for (int i = 0; i < 3; ++i) {
         if (op.attention_src[i] == nullptr) continue;
-        in[i] = static_cast<const T*>(op.attention_src[i]);
+        in[i] = static_cast<const T*>(op.attention_src[i]->to_tensor().const_data_ptr());
         std::copy(op.attention_strides[i], op.attention_strides[i] + 3, strides[i]);
       }
       const void* mask = a[3]->is_tensor() ? a[3]->to_tensor().const_data_ptr() : nullptr;
-      status = launch_attention(in[0], in[1], in[2], mask, ptr<T>(a[8]), shape, stream);
+      status = launch_attention(in[0], in[1], in[2], mask, out, shape, stream);
       break;
     }
     case OpKind::Embedding: {
@@ -918,15 +943,30 @@ Error run_ops(Delegate& d, cudaStream_t stream) {
   return ecuda::to_error(cudaGraphLaunch(d.graph.exec, stream), "CudaBackend: graph launch");
 }
 
-// A copy, select or unit-step slice whose output the exporter planned on exactly the bytes it would
-// copy (a view of its input): nothing to do.
+// Whether permuting x by `dims` only moves dimensions of size 1 (its bytes stay in order).
+bool keeps_layout(const Tensor& x, Span<const int64_t> dims) {
+  if (static_cast<int>(dims.size()) != x.dim()) return false;
+  int64_t last = -1;
+  for (int64_t d : dims) {
+    const int64_t p = d < 0 ? d + x.dim() : d;
+    if (p < 0 || p >= x.dim()) return false;
+    if (x.size(static_cast<int>(p)) == 1) continue;
+    if (p < last) return false;
+    last = p;
+  }
+  return true;
+}
+
+// A copy, select, unit-step slice or layout-keeping permute whose output the exporter planned on
+// exactly the bytes it would copy (a view of its input): nothing to do.
 bool lies_in_place(const Op& op) {
   const OpKind kind = op.plan.kind;
-  if (kind != OpKind::Copy && kind != OpKind::Slice && kind != OpKind::Select) return false;
+  if (kind != OpKind::Copy && kind != OpKind::Slice && kind != OpKind::Select && kind != OpKind::Permute) return false;
   const Tensor& in = op.args[0]->to_tensor();
   const Tensor& out = op.args[op.args.size() - 1]->to_tensor();
   const auto* src = static_cast<const uint8_t*>(in.const_data_ptr());
   if (kind == OpKind::Copy) return src == out.const_data_ptr();
+  if (kind == OpKind::Permute) return src == out.const_data_ptr() && keeps_layout(in, op.args[1]->to_int_list());
   const int64_t dim = op.plan.ints[0];
   if (kind == OpKind::Slice && op.plan.ints[2] != 1) return false;
   for (int64_t d = 0; d < dim; ++d) {
@@ -1013,6 +1053,56 @@ void fuse_epilogues(std::vector<Op>& ops, runtime::Method& m) {
   }
 }
 
+// A linear layer (addmm with a bias row) and the residual added to its output right after, through
+// views that lie in place (transformers' attention out-projection and second MLP layer), are one
+// cuBLASLt call that reads the residual as its C matrix: the add's pass goes. The product is then
+// written to the add's output (shim[4], the residual shim[5]); the views in between stay unwritten.
+Error fuse_linear_residuals(std::vector<Op>& ops, runtime::Method& m) {
+  Uses uses = count_uses(ops, m);
+  for (size_t i = 0; i < ops.size(); ++i) {
+    Op& mm = ops[i];
+    const auto& a = mm.args;
+    if (mm.plan.kind != OpKind::Addmm || mm.skipped || mm.shim.size() != 4 || !a[0]->is_tensor() ||
+        a[3]->scalar_as_double() != 1.0 || a[4]->scalar_as_double() != 1.0) {
+      continue;
+    }
+    const Tensor& x = a[1]->to_tensor();
+    const Tensor& w = a[2]->to_tensor();
+    if (x.dim() != 2 || w.dim() != 2 || a[0]->to_tensor().numel() != w.size(1)) continue;
+    EValue* cur = a[5];
+    size_t j = i + 1;
+    while (j < ops.size() && uses[cur] == 2 && ops[j].skipped && ops[j].args[0] == cur &&
+           (ops[j].plan.kind == OpKind::Copy || ops[j].plan.kind == OpKind::Permute)) {
+      cur = ops[j].args[ops[j].args.size() - 1];
+      ++j;
+    }
+    if (j >= ops.size() || uses[cur] != 2) continue;
+    Op& add = ops[j];
+    if (add.skipped || add.plan.kind != OpKind::Binary || add.plan.binary != Binary::Add || add.args.size() != 4 ||
+        !add.args[1]->is_tensor() || add.args[2]->scalar_as_double() != 1.0) {
+      continue;
+    }
+    EValue* other = add.args[0] == cur ? add.args[1] : add.args[1] == cur ? add.args[0] : nullptr;
+    EValue* out = add.args[3];
+    if (other == nullptr || other == cur) continue;
+    const Tensor& r = other->to_tensor();
+    const Tensor& o = out->to_tensor();
+    if (r.scalar_type() != x.scalar_type() || o.scalar_type() != x.scalar_type() || !runtime::same_shape(r, o) ||
+        !runtime::same_shape(cur->to_tensor(), o) || o.numel() != x.size(0) * w.size(1) || overlaps(out, a[1]) ||
+        overlaps(out, a[2]) || overlaps_shifted(out, other)) {
+      continue;
+    }
+    mm.residual = other;
+    mm.result = out;
+    for (EValue* v : {out, other}) {
+      mm.shim.emplace_back();
+      ET_TRY(shim_matrix(v, x.size(0), w.size(1), &mm.shim.back()));
+    }
+    add.skipped = true;
+  }
+  return Error::Ok;
+}
+
 // The strides of `sizes` (dim of them) viewing the strided tensor (old_sizes, old_strides), as a
 // reshape that copies nothing would give them; false where no strides do (the view needs a copy).
 bool view_strides(const int64_t* old_sizes, const int64_t* old_strides, int old_dim, const int64_t* sizes, int dim,
@@ -1084,7 +1174,7 @@ Error read_permutes_in_place(std::vector<Op>& ops, runtime::Method& m) {
         auto w = writer.find(v);
         if (w == writer.end() || w->second >= i) break;
         j = w->second;
-        if (ops[j].skipped && ops[j].plan.kind == OpKind::Copy) {
+        if (ops[j].skipped && (ops[j].plan.kind == OpKind::Copy || ops[j].plan.kind == OpKind::Permute)) {
           v = ops[j].args[0];
           continue;
         }
@@ -1124,12 +1214,49 @@ Error read_permutes_in_place(std::vector<Op>& ops, runtime::Method& m) {
                                "CudaBackend: attention output"));
         t.set_data(att.scratch.back().ptr);
       }
-      att.attention_src[idx] = x.const_data_ptr();
+      att.attention_src[idx] = source;
       std::copy(strides, strides + 3, att.attention_strides[idx]);
       ops[j].skipped = true;
     }
   }
   return Error::Ok;
+}
+
+// Attention writes its output at any strides, so a permute that is its output's one reader (multi-
+// head attention's [batch, heads, len, dim] back to [batch, len, heads, dim]) need not run:
+// attention writes the permute's output instead. Only skipped ops lie in between, and those bytes
+// may not overlap what attention reads.
+void write_permutes_in_place(std::vector<Op>& ops, runtime::Method& m) {
+  Uses uses = count_uses(ops, m);
+  for (size_t i = 0; i + 1 < ops.size(); ++i) {
+    Op& att = ops[i];
+    if (att.plan.kind != OpKind::Attention || att.skipped || att.result != nullptr || uses[att.args[8]] != 2) continue;
+    size_t j = i + 1;
+    while (j < ops.size() && ops[j].skipped) ++j;  // ops fused away before it run nothing
+    if (j >= ops.size()) continue;
+    Op& perm = ops[j];
+    if (perm.plan.kind != OpKind::Permute || perm.args[0] != att.args[8]) continue;
+    const Tensor& x = att.args[8]->to_tensor();
+    const Tensor& o = perm.args[2]->to_tensor();
+    const auto dims = perm.args[1]->to_int_list();
+    if (x.dim() != 4 || o.dim() != 4 || dims.size() != 4) continue;
+    int64_t strides[4] = {};  // of x's dimensions in o
+    for (int d = 0; d < 4; ++d) {
+      const int64_t p = dims[d] < 0 ? dims[d] + 4 : dims[d];
+      if (p < 0 || p >= 4) break;
+      strides[p] = o.strides()[d];
+    }
+    if (x.size(3) > 1 && strides[3] != 1) continue;
+    bool safe = true;  // what attention reads: q, k and v (or their sources) and the mask
+    for (int k = 0; k < 4 && safe; ++k) {
+      const EValue* read = k < 3 && att.attention_src[k] ? att.attention_src[k] : att.args[k];
+      safe = !read->is_tensor() || !overlaps(perm.args[2], read);
+    }
+    if (!safe) continue;
+    att.result = perm.args[2];
+    std::copy(strides, strides + 3, att.attention_out_strides);
+    perm.skipped = true;
+  }
 }
 
 // Runs of elementwise ops (unary, and binary on tensors or a scalar) over one output shape, each
@@ -1567,7 +1694,9 @@ class CudaBackend final : public runtime::BackendInterface {
       d->ops.push_back(std::move(op));
     }
     fuse_epilogues(d->ops, m);
+    ET_TRY(fuse_linear_residuals(d->ops, m));
     ET_TRY(read_permutes_in_place(d->ops, m));
+    write_permutes_in_place(d->ops, m);
     ET_TRY(ecuda::to_error(cudaStreamCreateWithFlags(&d->own_stream, cudaStreamNonBlocking), "CudaBackend: stream"));
     // Layouts first; an NHWC convolution cuDNN refuses keeps its output NCHW, and all is planned again.
     std::unordered_set<const EValue*> nchw;

@@ -448,12 +448,15 @@ Error plan_adaptive_avg_pool(Span<EValue*> a, const char* op, OpPlan* plan) {
   PAYLOAD_CHECK(a.size() == 3 && is_float(a[0]) && is_float(a[2]), "%s %s: arguments", kCudaBackendName, op);
   const Tensor &x = a[0]->to_tensor(), &o = a[2]->to_tensor();
   ET_TRY(need_planes(x, o, op));
-  int64_t* v = plan->ints;  // kh, kw, sh, sw, ph, pw, dh, dw, count_include_pad
+  // kh, kw, sh, sw, ph, pw, dh, dw, count_include_pad, adaptive: a plain average pool where the
+  // output size divides the input's, else torch's adaptive windows (of varying size and overlap).
+  int64_t* v = plan->ints;
+  v[9] = 0;
   for (int i = 0; i < 2; ++i) {
     const int64_t in = x.size(2 + i), out = o.size(2 + i);
-    PAYLOAD_CHECK(out > 0 && in % out == 0 && in / out <= kMaxWindow,
-                  "%s %s: output size %lld does not divide input size %lld", kCudaBackendName, op,
-                  static_cast<long long>(out), static_cast<long long>(in));
+    PAYLOAD_CHECK(out > 0 && (in + out - 1) / out + 1 <= kMaxWindow, "%s %s: windows of input size %lld over %lld outputs",
+                  kCudaBackendName, op, static_cast<long long>(in), static_cast<long long>(out));
+    v[9] |= in % out != 0;
     v[i] = v[2 + i] = in / out, v[4 + i] = 0, v[6 + i] = 1;
   }
   v[8] = 1;

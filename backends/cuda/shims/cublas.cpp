@@ -190,13 +190,13 @@ const char* cublas_gemm(cudaDataType type, int64_t m, int64_t n, int64_t k, floa
 }
 
 const char* cublaslt_gemm_bias(cudaDataType type, int64_t m, int64_t n, int64_t k, const void* a, const void* b,
-                               const void* bias, void* c, cudaStream_t stream) {
+                               const void* bias, void* c, cudaStream_t stream, const void* residual) {
   LtLibrary& lib = lt();
   if (!lib.ok) return "cuBLASLt is not loaded";
   if (m > INT_MAX || n > INT_MAX || k > INT_MAX) return "matrix dimension over cuBLAS's 32-bit limit";
   // The algorithm is chosen once per shape for 16-byte aligned operands.
   if ((reinterpret_cast<uintptr_t>(a) | reinterpret_cast<uintptr_t>(b) | reinterpret_cast<uintptr_t>(bias) |
-       reinterpret_cast<uintptr_t>(c)) % 16) {
+       reinterpret_cast<uintptr_t>(c) | reinterpret_cast<uintptr_t>(residual)) % 16) {
     return "operands not 16-byte aligned";
   }
   thread_local LtThread th;
@@ -226,8 +226,8 @@ const char* cublaslt_gemm_bias(cudaDataType type, int64_t m, int64_t n, int64_t 
   if (!p.ok) return "cuBLASLt has no bias-epilogue algorithm for this shape";
   if (lib.desc_set(p.desc, kLtDescBiasPointer, &bias, sizeof(bias)) != 0) return "cuBLASLt bias pointer refused";
   const float one = 1.f, zero = 0.f;
-  const cublasStatus_t s = lib.matmul(th.handle, p.desc, &one, b, p.a, a, p.b, &zero, c, p.d, c, p.d, &p.algo, nullptr,
-                                      0, stream);
+  const cublasStatus_t s = lib.matmul(th.handle, p.desc, &one, b, p.a, a, p.b, residual ? &one : &zero,
+                                      residual ? residual : c, p.d, c, p.d, &p.algo, nullptr, 0, stream);
   if (s != 0) {
     static thread_local char message[64];
     std::snprintf(message, sizeof(message), "cublasLtMatmul failed with status %d", s);

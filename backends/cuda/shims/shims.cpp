@@ -371,6 +371,53 @@ AOTITorchError aoti_torch_cuda_addmm_out(AtenTensorHandle out, AtenTensorHandle 
   return status == cudaSuccess ? AOTI_TORCH_SUCCESS : cuda_fail(status, "aoti_torch_cuda_addmm_out");
 }
 
+AOTITorchError executorch_cuda_linear_residual_out(AtenTensorHandle out, AtenTensorHandle bias, AtenTensorHandle mat1,
+                                                   AtenTensorHandle mat2, AtenTensorHandle residual) {
+  namespace kc = executorch::backends::cuda;
+  const char* op = "executorch_cuda_linear_residual_out";
+  cudaDataType type;
+  if (mat1 == nullptr || !gemm_type(mat1->dtype, &type)) {
+    return fail("executorch_cuda_linear_residual_out: mat1 must be a float32, float16 or bfloat16 CUDA tensor");
+  }
+  for (auto [t, what] : {std::pair{out, "out"}, {mat1, "mat1"}, {mat2, "mat2"}, {bias, "bias"}, {residual, "residual"}}) {
+    if (check_matrix(t, mat1->dtype, what) != AOTI_TORCH_SUCCESS) return AOTI_TORCH_FAILURE;
+  }
+  if (mat1->sizes.size() != 2 || mat2->sizes.size() != 2 || out->sizes.size() != 2 || mat1->sizes[1] != mat2->sizes[0] ||
+      out->sizes[0] != mat1->sizes[0] || out->sizes[1] != mat2->sizes[1] || residual->sizes != out->sizes ||
+      bias->numel() != out->sizes[1]) {
+    return fail("executorch_cuda_linear_residual_out: shapes do not multiply");
+  }
+  const int64_t m = out->sizes[0], n = out->sizes[1], k = mat1->sizes[1];
+  if (m == 0 || n == 0) return AOTI_TORCH_SUCCESS;
+  if (type != CUDA_R_32F && !kc::cublas_available()) {
+    (void)rt::set_error(rt::Error::NotSupported, "%s: %s needs cuBLAS: %s", op, rt::to_string(mat1->dtype),
+                        kc::cublas_unavailable_reason());
+    return AOTI_TORCH_FAILURE;
+  }
+  const cudaStream_t stream = stream_now();
+  if (kc::cublas_available() && kc::cublaslt_gemm_bias(type, m, n, k, mat1->data(), mat2->data(), bias->data(),
+                                                        out->data(), stream, residual->data()) == nullptr) {
+    return AOTI_TORCH_SUCCESS;
+  }
+  cudaError_t status = cudaSuccess;
+  if (residual->data() != out->data()) {
+    status = cudaMemcpyAsync(out->data(), residual->data(), static_cast<size_t>(m * n) * out->element_size(),
+                             cudaMemcpyDeviceToDevice, stream);
+  }
+  if (status != cudaSuccess) return cuda_fail(status, op);
+  if (kc::cublas_available()) {
+    if (const char* e = kc::cublas_gemm(type, m, n, k, 1.f, mat1->data(), mat2->data(), 1.f, out->data(), stream)) {
+      (void)rt::set_error(rt::Error::Internal, "%s: %s", op, e);
+      return AOTI_TORCH_FAILURE;
+    }
+  } else {
+    status = kc::launch_sgemm(m, n, k, 1.f, static_cast<const float*>(mat1->data()),
+                              static_cast<const float*>(mat2->data()), 1.f, static_cast<float*>(out->data()), stream);
+  }
+  if (status == cudaSuccess) status = kc::launch_add_rows(m, n, bias->data(), out->data(), type, stream);
+  return status == cudaSuccess ? AOTI_TORCH_SUCCESS : cuda_fail(status, op);
+}
+
 AOTITorchError aoti_torch_cuda_mm_out(AtenTensorHandle out, AtenTensorHandle self, AtenTensorHandle mat2) {
   return aoti_torch_cuda_addmm_out(out, nullptr, self, mat2, 0.0, 1.0);
 }

@@ -127,6 +127,7 @@ def _subprogram(p: Plan, constants: bytes, lo: int, hi: int) -> tuple[bytes, lis
     sub.outputs = [index[o] for o in outputs]
     for i in sub.inputs + sub.outputs:
         lifetimes[i].first_use, lifetimes[i].last_use = -1, len(body)
+    _keep_linear_inputs(sub, lifetimes)
     roots = _roots(sub, lifetimes)
     _pieces_in_place(sub, roots, lifetimes)
     groups = _shared_allocations(roots, lifetimes)
@@ -148,6 +149,19 @@ _VIEWS = {"aten::view", "aten::_unsafe_view", "aten::clone", "aten::unsqueeze", 
 def _int_arg(sub: Plan, index: int, default: int | None = None) -> int | None:
     v = sub.values[index]
     return v.payload if v.kind == "int" else default
+
+
+def _keeps_layout(sub: Plan, ins: KernelCall) -> bool:
+    """Whether a permute only moves dimensions of size 1, so that its output holds its input's
+    bytes in order (ViT's and the transformers' [1, len, dim] <-> [len, 1, dim] at batch 1)."""
+    if sub.operators[ins.op_index][0] != "aten::permute" or len(ins.args) != 3:
+        return False
+    dims = sub.values[ins.args[1]].payload if sub.values[ins.args[1]].kind == "int_list" else None
+    sizes = sub.values[ins.args[0]].payload.sizes
+    if dims is None or len(dims) != len(sizes):
+        return False
+    moved = [d % len(sizes) for d in dims if sizes[d % len(sizes)] != 1] if sizes else []
+    return moved == sorted(moved)
 
 
 def _contiguous_part(sub: Plan, ins: KernelCall) -> int | None:
@@ -179,7 +193,7 @@ def _contiguous_part(sub: Plan, ins: KernelCall) -> int | None:
 
 def _roots(sub: Plan, lifetimes: dict[int, Allocation]) -> dict[int, tuple[int, int]]:
     """For each planned value of `sub`, the value whose memory it uses and the byte offset there:
-    the input of a chain of views and contiguous selects or slices."""
+    the input of a chain of views, permutes that keep the layout, and contiguous selects or slices."""
     root = {i: (i, 0) for i in lifetimes}
     for ins in sub.instructions:
         src, dst = ins.args[0], ins.args[-1]
@@ -188,7 +202,8 @@ def _roots(sub: Plan, lifetimes: dict[int, Allocation]) -> dict[int, tuple[int, 
         a, b = sub.values[src].payload, sub.values[dst].payload
         if a.dtype != b.dtype:
             continue
-        if sub.operators[ins.op_index][0] in _VIEWS and nbytes(a.dtype, a.sizes) == nbytes(b.dtype, b.sizes):
+        if ((sub.operators[ins.op_index][0] in _VIEWS or _keeps_layout(sub, ins))
+                and nbytes(a.dtype, a.sizes) == nbytes(b.dtype, b.sizes)):
             offset: int | None = 0
         else:
             offset = _contiguous_part(sub, ins)
@@ -196,6 +211,23 @@ def _roots(sub: Plan, lifetimes: dict[int, Allocation]) -> dict[int, tuple[int, 
             r, base = root[src]  # src was defined earlier, so its root is final
             root[dst] = (r, base + offset)
     return root
+
+
+def _keep_linear_inputs(sub: Plan, lifetimes: dict[int, Allocation]) -> None:
+    """Keeps the input of a linear layer whose output a residual add takes next (through views)
+    alive until that add: the backend computes both in one matrix product that writes the add's
+    output, which then may not lie on the product's input (transformers' second MLP layer)."""
+    steps = sub.instructions
+    for k, ins in enumerate(steps):
+        if sub.operators[ins.op_index] != ("aten::addmm", "") or len(ins.args) != 6:
+            continue
+        cur, j = ins.args[-1], k + 1
+        while j < len(steps) and steps[j].args and steps[j].args[0] == cur and (
+                sub.operators[steps[j].op_index][0] in _VIEWS or _keeps_layout(sub, steps[j])):
+            cur, j = steps[j].args[-1], j + 1
+        if (j < len(steps) and sub.operators[steps[j].op_index] == ("aten::add", "Tensor")
+                and cur in steps[j].args[:2] and ins.args[1] in lifetimes):
+            lifetimes[ins.args[1]].last_use = max(lifetimes[ins.args[1]].last_use, j)
 
 
 def _pieces_in_place(sub: Plan, roots: dict[int, tuple[int, int]], lifetimes: dict[int, Allocation]) -> None:
