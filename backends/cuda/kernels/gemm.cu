@@ -2,8 +2,7 @@
 
 #include <climits>
 
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
+#include <executorch/backends/cuda/kernels/convert.cuh>
 
 namespace executorch {
 namespace backends {
@@ -43,34 +42,25 @@ __global__ void sgemm_kernel(int64_t m, int64_t n, int64_t k, float alpha, const
   }
 }
 
+// The column of element i of a row-major [m, n] matrix, with 32-bit remainders where they fit:
+// 64-bit division is a long sequence on the GPU.
+__device__ __forceinline__ int64_t column(int64_t i, int64_t m, int64_t n) {
+  return m * n <= INT32_MAX ? static_cast<uint32_t>(i) % static_cast<uint32_t>(n) : i % n;
+}
+
 template <typename T>
 __global__ void broadcast_rows_kernel(int64_t m, int64_t n, const T* __restrict__ bias, int64_t bias_numel,
                                       T* __restrict__ c) {
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= m * n) return;
-  // 32-bit remainders where they fit: 64-bit division is a long sequence on the GPU.
-  const int64_t col = bias_numel != n ? i : m * n <= INT32_MAX ? static_cast<uint32_t>(i) % static_cast<uint32_t>(n) : i % n;
-  c[i] = bias[col];
+  c[i] = bias[bias_numel != n ? i : column(i, m, n)];
 }
-
-__device__ __forceinline__ float widen(float v) { return v; }
-__device__ __forceinline__ float widen(__half v) { return __half2float(v); }
-__device__ __forceinline__ float widen(__nv_bfloat16 v) { return __bfloat162float(v); }
-template <typename T>
-__device__ __forceinline__ T narrow(float v);
-template <>
-__device__ __forceinline__ float narrow(float v) { return v; }
-template <>
-__device__ __forceinline__ __half narrow(float v) { return __float2half(v); }
-template <>
-__device__ __forceinline__ __nv_bfloat16 narrow(float v) { return __float2bfloat16(v); }
 
 template <typename T>
 __global__ void add_rows_kernel(int64_t m, int64_t n, const T* __restrict__ bias, T* __restrict__ c) {
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= m * n) return;
-  const int64_t col = m * n <= INT32_MAX ? static_cast<uint32_t>(i) % static_cast<uint32_t>(n) : i % n;
-  c[i] = narrow<T>(widen(c[i]) + widen(bias[col]));
+  c[i] = st<T>(ld(c[i]) + ld(bias[column(i, m, n)]));
 }
 
 }  // namespace

@@ -1,5 +1,7 @@
 #include <executorch/backends/cuda/kernels/ops.h>
 
+#include <executorch/backends/cuda/kernels/convert.cuh>
+
 namespace executorch {
 namespace backends {
 namespace cuda {
@@ -8,19 +10,6 @@ namespace {
 constexpr int kThreads = 256;
 
 unsigned blocks_for(int64_t n) { return static_cast<unsigned>((n + kThreads - 1) / kThreads); }
-
-// Loads and stores in float32 whatever the element type.
-__device__ __forceinline__ float ld(float v) { return v; }
-__device__ __forceinline__ float ld(__half v) { return __half2float(v); }
-__device__ __forceinline__ float ld(__nv_bfloat16 v) { return __bfloat162float(v); }
-template <typename T>
-__device__ __forceinline__ T st(float v);
-template <>
-__device__ __forceinline__ float st<float>(float v) { return v; }
-template <>
-__device__ __forceinline__ __half st<__half>(float v) { return __float2half_rn(v); }
-template <>
-__device__ __forceinline__ __nv_bfloat16 st<__nv_bfloat16>(float v) { return __float2bfloat16_rn(v); }
 
 __device__ float apply(Unary op, float x, float p0, float p1) {
   switch (op) {

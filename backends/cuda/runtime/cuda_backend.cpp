@@ -119,25 +119,16 @@ struct Op {
   bool skipped = false;
 };
 
-// A shim view of a device tensor of the sub-program (its memory never moves after init).
-Error shim_view(EValue* v, ShimTensor* out) {
+// A shim view of a device tensor of the sub-program (its memory never moves after init), of `dim`
+// sizes and strides (its own, or another view of its bytes).
+Error shim_view(EValue* v, ShimTensor* out, int dim = -1, const int64_t* sizes = nullptr,
+                const int64_t* strides = nullptr) {
   ET_CHECK_OR_RETURN(v->is_tensor(), Error::InvalidArgument, "%s: matrix argument is not a tensor", kCudaBackendName);
   const Tensor& t = v->to_tensor();
-  if (aoti_torch_create_tensor_from_blob_v2(t.mutable_data_ptr(), t.dim(), t.sizes(), t.strides(), 0,
+  if (sizes == nullptr) dim = t.dim(), sizes = t.sizes(), strides = t.strides();
+  if (aoti_torch_create_tensor_from_blob_v2(t.mutable_data_ptr(), dim, sizes, strides, 0,
                                             static_cast<int32_t>(t.scalar_type()), aoti_torch_device_type_cuda(), 0,
                                             &out->handle, aoti_torch_layout_strided(), nullptr, 0) != AOTI_TORCH_SUCCESS) {
-    return ET_ERROR(Error::Internal, "%s: %s", kCudaBackendName, runtime::last_error_message());
-  }
-  return Error::Ok;
-}
-
-// A shim view of a device tensor of the sub-program as a [rows, cols] matrix (its bytes contiguous).
-Error shim_matrix(EValue* v, int64_t rows, int64_t cols, ShimTensor* out) {
-  const int64_t sizes[2] = {rows, cols}, strides[2] = {cols, 1};
-  Tensor& t = v->to_tensor();
-  if (aoti_torch_create_tensor_from_blob_v2(t.mutable_data_ptr(), 2, sizes, strides, 0, static_cast<int32_t>(t.scalar_type()),
-                                            aoti_torch_device_type_cuda(), 0, &out->handle, aoti_torch_layout_strided(),
-                                            nullptr, 0) != AOTI_TORCH_SUCCESS) {
     return ET_ERROR(Error::Internal, "%s: %s", kCudaBackendName, runtime::last_error_message());
   }
   return Error::Ok;
@@ -1012,6 +1003,18 @@ Uses count_uses(const std::vector<Op>& ops, runtime::Method& m) {
   return uses;
 }
 
+// The other operand where `add` is `v + other` or `other + v` (alpha 1, both tensors, other not v
+// itself): the residual an epilogue can add to v in its place; nullptr otherwise.
+EValue* residual_added_to(const Op& add, const EValue* v) {
+  const auto& a = add.args;
+  if (add.plan.kind != OpKind::Binary || add.plan.binary != Binary::Add || a.size() != 4 || !a[1]->is_tensor() ||
+      a[2]->scalar_as_double() != 1.0) {
+    return nullptr;
+  }
+  EValue* other = a[0] == v ? a[1] : a[1] == v ? a[0] : nullptr;
+  return other == v ? nullptr : other;
+}
+
 void fuse_epilogues(std::vector<Op>& ops, runtime::Method& m) {
   Uses uses = count_uses(ops, m);
   auto alike = [](const EValue* v, const EValue* w) {  // dtype and shape
@@ -1027,18 +1030,13 @@ void fuse_epilogues(std::vector<Op>& ops, runtime::Method& m) {
     conv.result = conv.args[9];
     const bool direct = is_depthwise(conv.plan);  // writes `result` while reading its input
     size_t j = i + 1;
-    if (j < ops.size() && ops[j].plan.kind == OpKind::Binary && ops[j].plan.binary == Binary::Add &&
-        ops[j].args.size() == 4 && ops[j].args[1]->is_tensor() && ops[j].args[2]->scalar_as_double() == 1.0 &&
-        private_value(conv.result)) {
-      const auto& add = ops[j].args;
-      EValue* other = add[0] == conv.result ? add[1] : add[1] == conv.result ? add[0] : nullptr;
-      EValue* out = add[3];
-      if (other != nullptr && other != conv.result && alike(other, out) && alike(conv.result, out) &&
-          !overlaps_shifted(out, other) && !overlaps_shifted(out, conv.result) && !(direct && overlaps(out, conv.args[0]))) {
-        conv.residual = other;
-        conv.result = out;
-        ops[j++].skipped = true;
-      }
+    EValue* other = j < ops.size() && private_value(conv.result) ? residual_added_to(ops[j], conv.result) : nullptr;
+    EValue* sum = other ? ops[j].args[3] : nullptr;
+    if (other && alike(other, sum) && alike(conv.result, sum) && !overlaps_shifted(sum, other) &&
+        !overlaps_shifted(sum, conv.result) && !(direct && overlaps(sum, conv.args[0]))) {
+      conv.residual = other;
+      conv.result = sum;
+      ops[j++].skipped = true;
     }
     if (j < ops.size() && ops[j].plan.kind == OpKind::Unary && ops[j].args[0] == conv.result &&
         private_value(conv.result)) {
@@ -1078,13 +1076,9 @@ Error fuse_linear_residuals(std::vector<Op>& ops, runtime::Method& m) {
     }
     if (j >= ops.size() || uses[cur] != 2) continue;
     Op& add = ops[j];
-    if (add.skipped || add.plan.kind != OpKind::Binary || add.plan.binary != Binary::Add || add.args.size() != 4 ||
-        !add.args[1]->is_tensor() || add.args[2]->scalar_as_double() != 1.0) {
-      continue;
-    }
-    EValue* other = add.args[0] == cur ? add.args[1] : add.args[1] == cur ? add.args[0] : nullptr;
+    EValue* other = add.skipped ? nullptr : residual_added_to(add, cur);
+    if (other == nullptr) continue;
     EValue* out = add.args[3];
-    if (other == nullptr || other == cur) continue;
     const Tensor& r = other->to_tensor();
     const Tensor& o = out->to_tensor();
     if (r.scalar_type() != x.scalar_type() || o.scalar_type() != x.scalar_type() || !runtime::same_shape(r, o) ||
@@ -1094,9 +1088,10 @@ Error fuse_linear_residuals(std::vector<Op>& ops, runtime::Method& m) {
     }
     mm.residual = other;
     mm.result = out;
+    const int64_t sizes[2] = {x.size(0), w.size(1)}, strides[2] = {w.size(1), 1};  // as [rows, cols] matrices
     for (EValue* v : {out, other}) {
       mm.shim.emplace_back();
-      ET_TRY(shim_matrix(v, x.size(0), w.size(1), &mm.shim.back()));
+      ET_TRY(shim_view(v, &mm.shim.back(), 2, sizes, strides));
     }
     add.skipped = true;
   }
