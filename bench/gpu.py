@@ -17,7 +17,9 @@ repeated to each of --batches, printing for each dtype and batch the number of d
 why export failed), ours on torch CUDA tensors (outputs left on the device, as torch's are), ours
 from host memory, torch eager and, for the models named by --compile in --compile-dtypes,
 torch.compile(mode="reduce-overhead"), with the largest error relative to torch's largest output.
-Ratios are ours on device tensors / torch.
+Ratios are ours on device tensors / torch. Convolutions in float32 are IEEE on both sides; dtype
+"tf32" is float32 with TF32 convolutions on both (export(tf32_convolutions=True), and
+torch.backends.cudnn.allow_tf32, PyTorch's default).
 """
 
 from __future__ import annotations
@@ -113,13 +115,17 @@ def real_models(dtypes: list[str], batches: list[int], compiled: set[str], compi
     for name, factory in cases.items():
         for label in dtypes:
             for batch in batches:
-                dtype = getattr(torch, label)
+                # float32 is IEEE on both sides; tf32: float32 with TF32 convolutions on both (torch's default).
+                tf32 = label == "tf32"
+                dtype = torch.float32 if tf32 else getattr(torch, label)
+                torch.backends.cudnn.allow_tf32 = tf32 or dtype != torch.float32
                 model, inputs = factory()
                 inputs = _batched(inputs, batch)
                 if inputs is None:
                     continue
                 try:
-                    program = Runtime.get().load_program(export(model, inputs, backend="cuda", dtype=dtype))
+                    program = Runtime.get().load_program(export(model, inputs, backend="cuda", dtype=dtype,
+                                                                tf32_convolutions=tf32))
                 except ExportError as e:
                     print(f"{name:28} {label:>8} {batch:5d} export failed: {str(e)[:300]}", flush=True)
                     continue
@@ -159,7 +165,7 @@ def main() -> int:
     parser.add_argument("--gemm", type=int, default=4096, help="GEMM size (0: skip)")
     parser.add_argument("--no-compile", action="store_true", help="skip the torch.compile column")
     parser.add_argument("--dtypes", default="float32,float16,bfloat16,int8",
-                        help="model dtypes (export(dtype=...); int8: export(quantize='int8'))")
+                        help="model dtypes (export(dtype=...); int8: export(quantize='int8'); real models: tf32)")
     parser.add_argument("--models", choices=("zoo", "real"), default="zoo")
     parser.add_argument("--compile", default="resnet50,efficientnet_b0,vit_b_16,gpt2",
                         help="real models that also get the torch.compile column")

@@ -102,6 +102,18 @@ def test_cuda_archs_travel_with_every_delegate_call() -> None:
     assert all(d.compile_specs == {} for d in deserialize(export(model, example, backend="cuda")).plans[0].delegates)
 
 
+def test_tf32_convolutions_travel_with_every_delegate_call() -> None:
+    from executorch.export import ExportError
+    from executorch.serialization.pte import deserialize
+
+    model, example = partly_delegated()
+    spec = deserialize(export(model, example, backend="cuda", tf32_convolutions=True))
+    assert [d.compile_specs for d in spec.plans[0].delegates] == [{"tf32_convolutions": b"1"}] * 2
+    for kwargs in ({}, {"backend": "cuda", "dtype": torch.float16}):
+        with pytest.raises(ExportError, match="tf32_convolutions needs backend='cuda' and float32"):
+            export(model, example, tf32_convolutions=True, **kwargs)
+
+
 @pytest.mark.parametrize("archs, backend", [(["sm90"], "cuda"), ([], "cuda"), (["sm_90"], None)])
 def test_bad_cuda_archs_are_an_export_error(archs, backend) -> None:
     from executorch.export import ExportError

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <map>
 #include <string>
+#include <variant>
 
 #include <executorch/runtime/core/log.h>
 #include <executorch/runtime/executor/program.h>
@@ -294,7 +295,6 @@ Error Method::parse_instructions(const Program& program, const fb::ExecutionPlan
   for (size_t k = 0; k < size_of(instructions); ++k) {
     const fb::Instruction* ins = instructions->Get(static_cast<flatbuffers::uoffset_t>(k));
     ET_CHECK_OR_RETURN(ins->instr_args() != nullptr, Error::InvalidProgram, "instruction %zu has no arguments", k);
-    Step step{};
     switch (ins->instr_args_type()) {
       case fb::InstructionArguments::KernelCall: {
         const fb::KernelCall* call = ins->instr_args_as_KernelCall();
@@ -308,10 +308,9 @@ Error Method::parse_instructions(const Program& program, const fb::ExecutionPlan
                            "instruction %zu: operator name '%s' has a NUL byte inside", k, op_name.c_str());
         auto fn = get_op_function(op_name.c_str());
         if (!fn.ok()) return ET_ERROR(fn.error(), "instruction %zu: operator %s has no kernel", k, op_name.c_str());
-        step.kind = Step::Kind::Kernel;
-        step.op = *fn;
-        step.label = op_name;
+        KernelStep step{*fn, {}, std::move(op_name)};
         ET_TRY(collect_args(call->args(), step.args, k));
+        steps_.emplace_back(std::move(step));
         break;
       }
       case fb::InstructionArguments::DelegateCall: {
@@ -319,10 +318,9 @@ Error Method::parse_instructions(const Program& program, const fb::ExecutionPlan
         ET_CHECK_OR_RETURN(call->delegate_index() >= 0 && static_cast<size_t>(call->delegate_index()) < delegates_.size(),
                            Error::InvalidProgram, "instruction %zu: delegate %d does not exist", k,
                            call->delegate_index());
-        step.kind = Step::Kind::Delegate;
-        step.delegate = static_cast<size_t>(call->delegate_index());
-        step.label = "delegate " + delegates_[step.delegate].id;
+        DelegateStep step{static_cast<size_t>(call->delegate_index()), {}};
         ET_TRY(collect_args(call->args(), step.args, k));
+        steps_.emplace_back(std::move(step));
         break;
       }
       case fb::InstructionArguments::MoveCall: {
@@ -330,18 +328,21 @@ Error Method::parse_instructions(const Program& program, const fb::ExecutionPlan
         ET_CHECK_OR_RETURN(call->move_from() >= 0 && static_cast<size_t>(call->move_from()) < n &&
                                call->move_to() >= 0 && static_cast<size_t>(call->move_to()) < n,
                            Error::InvalidProgram, "instruction %zu: move between values out of range", k);
-        step.kind = Step::Kind::Move;
-        step.move_from = &values_[static_cast<size_t>(call->move_from())];
-        step.move_to = &values_[static_cast<size_t>(call->move_to())];
-        step.label = "move";
+        steps_.emplace_back(MoveStep{&values_[static_cast<size_t>(call->move_from())],
+                                     &values_[static_cast<size_t>(call->move_to())]});
         break;
       }
       default:
         return ET_ERROR(Error::InvalidProgram, "instruction %zu has unknown type", k);
     }
-    steps_.push_back(std::move(step));
   }
   return Error::Ok;
+}
+
+std::string Method::label(const Step& step) const {
+  if (const auto* kernel = std::get_if<KernelStep>(&step)) return kernel->name;
+  if (const auto* call = std::get_if<DelegateStep>(&step)) return "delegate " + delegates_[call->delegate].id;
+  return "move";
 }
 
 Method::~Method() {
@@ -350,7 +351,7 @@ Method::~Method() {
     // EXECUTORCH_PROFILE=1: time per operator over this method's lifetime, largest first.
     std::map<std::string, std::pair<double, long>> by_op;
     for (size_t k = 0; k < steps_.size(); ++k) {
-      auto& e = by_op[steps_[k].label];
+      auto& e = by_op[label(steps_[k])];
       e.first += profile_ms_[k];
       e.second += profile_runs_;
     }
@@ -368,13 +369,15 @@ Method::Memory Method::value_memory(size_t index) const {
 }
 
 const char* Method::instruction_operator(size_t index) const {
-  if (index >= steps_.size() || steps_[index].kind != Step::Kind::Kernel) return nullptr;
-  return steps_[index].label.c_str();
+  const auto* kernel = index < steps_.size() ? std::get_if<KernelStep>(&steps_[index]) : nullptr;
+  return kernel ? kernel->name.c_str() : nullptr;
 }
 
 Span<EValue*> Method::instruction_args(size_t index) {
   if (index >= steps_.size()) return {};
-  return {steps_[index].args.data(), steps_[index].args.size()};
+  if (auto* kernel = std::get_if<KernelStep>(&steps_[index])) return {kernel->args.data(), kernel->args.size()};
+  if (auto* call = std::get_if<DelegateStep>(&steps_[index])) return {call->args.data(), call->args.size()};
+  return {};
 }
 
 Error Method::set_input(size_t index, const EValue& value) {
@@ -426,9 +429,10 @@ bool Method::output_may_be_on_device(size_t index) const {
     if (in == out) return false;
   }
   for (const Step& s : steps_) {
-    if (s.kind == Step::Kind::Move && (s.move_from == out || s.move_to == out)) return false;
-    if (s.kind != Step::Kind::Kernel) continue;
-    for (const EValue* a : s.args) {
+    if (const auto* move = std::get_if<MoveStep>(&s); move && (move->from == out || move->to == out)) return false;
+    const auto* kernel = std::get_if<KernelStep>(&s);
+    if (kernel == nullptr) continue;
+    for (const EValue* a : kernel->args) {
       if (a == out) return false;
       if (a->is_tensor_list()) {
         for (const EValue* t : a->to_tensor_list()) {
@@ -476,24 +480,21 @@ Error Method::execute() {
     Step& s = steps_[k];
     Error e = Error::Ok;
     const auto start = profile ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point();
-    switch (s.kind) {
-      case Step::Kind::Kernel:
-        e = s.op(context, Span<EValue*>(s.args.data(), s.args.size()));
-        break;
-      case Step::Kind::Delegate:
-        e = delegates_[s.delegate].backend->execute(delegates_[s.delegate].handle,
-                                                    Span<EValue*>(s.args.data(), s.args.size()));
-        break;
-      case Step::Kind::Move:
-        *s.move_to = *s.move_from;
-        break;
+    if (auto* kernel = std::get_if<KernelStep>(&s)) {
+      e = kernel->op(context, Span<EValue*>(kernel->args.data(), kernel->args.size()));
+    } else if (auto* call = std::get_if<DelegateStep>(&s)) {
+      const Delegate& d = delegates_[call->delegate];
+      e = d.backend->execute(d.handle, Span<EValue*>(call->args.data(), call->args.size()));
+    } else {
+      const MoveStep& move = std::get<MoveStep>(s);
+      *move.to = *move.from;
     }
     if (profile) {
       profile_ms_[k] += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
     }
     if (e != Error::Ok) {
       const std::string detail = last_error_message();
-      return ET_ERROR(e, "instruction %zu (%s) failed: %s", k, s.label.c_str(), detail.c_str());
+      return ET_ERROR(e, "instruction %zu (%s) failed: %s", k, label(s).c_str(), detail.c_str());
     }
   }
   return Error::Ok;

@@ -3,6 +3,7 @@
 #include <cstddef>
 #include <memory>
 #include <string>
+#include <variant>
 #include <vector>
 
 #include <executorch/runtime/backend/interface.h>
@@ -73,15 +74,21 @@ class EXECUTORCH_API Method final {
   Span<EValue*> instruction_args(size_t index);
 
  private:
-  struct Step {
-    enum class Kind { Kernel, Delegate, Move } kind;
-    OpFunction op = nullptr;
-    size_t delegate = 0;
+  // One instruction, of one of three kinds.
+  struct KernelStep {
+    OpFunction op;
     std::vector<EValue*> args;
-    EValue* move_from = nullptr;
-    EValue* move_to = nullptr;
-    std::string label;
+    std::string name;  // "aten::addmm.out"
   };
+  struct DelegateStep {
+    size_t delegate;  // into delegates_
+    std::vector<EValue*> args;
+  };
+  struct MoveStep {
+    EValue* from;
+    EValue* to;
+  };
+  using Step = std::variant<KernelStep, DelegateStep, MoveStep>;
   struct Delegate {
     BackendInterface* backend;
     DelegateHandle* handle;
@@ -91,6 +98,8 @@ class EXECUTORCH_API Method final {
   Method() = default;
   Error parse_values(const Program& program, const executorch_flatbuffer::ExecutionPlan* plan);
   Error parse_instructions(const Program& program, const executorch_flatbuffer::ExecutionPlan* plan);
+  // What a step is called in error messages and the profile.
+  std::string label(const Step& step) const;
 
   std::string name_;
   std::vector<EValue> values_;

@@ -16,7 +16,9 @@ in and out of Method.execute.
 - MaskOps: transformers' attention masks (index.Tensor, bitwise and/or, integer casts);
 - IntegerOps: RoBERTa's and CLIP's integer positions (compares, cumsum, gather, argmax);
 - Volumes: 3-D convolutions through cuDNN (grouped, strided, dilated, factored);
-- LSTM, GRU: stacked bidirectional recurrences, a matrix product and a cell kernel per step.
+- LSTM, GRU: stacked bidirectional recurrences, a matrix product and a cell kernel per step;
+- TF32: float32 convolutions exported with tf32_convolutions=True are computed in TF32 (they differ
+  from the IEEE ones, within TF32's error), and IEEE again without it.
 
     python3 tools/gpu/ops_check.py .
 """
@@ -27,7 +29,8 @@ import torch
 
 sys.path.insert(0, sys.argv[1])
 from executorch.export import export
-from executorch.runtime import Runtime
+from executorch.runtime import ExecutorchError, Runtime
+from executorch.serialization.pte import deserialize, serialize
 from tests.cuda_export_test import (AttentionBlocks, ChannelsLastBlocks, ConvBlocks, ElementwiseChains, HalfGuards,
                                     IntegerOps, MaskOps, NormForms, VisionOps, Volumes)
 from tests.recurrent_test import Recurrent
@@ -50,7 +53,8 @@ def check_dtypes(name: str, model: torch.nn.Module, x: torch.Tensor) -> None:
             raise SystemExit(f"{name} {dtype}: out of bounds")
 
 
-def check_device_tensors() -> None:
+def check_device_tensors()
+check_tf32() -> None:
     """CUDA tensors in, CUDA tensors out, on a stream of the caller's, equal to the host path."""
     torch.manual_seed(0)
     model, x = ConvBlocks().eval(), torch.randn(2, 4, 8, 8)
@@ -91,6 +95,30 @@ def check_device_tensors() -> None:
     print("device tensors: CUDA in, CUDA out on the caller's stream, equal to the host path")
 
 
+def check_tf32() -> None:
+    torch.manual_seed(0)
+    model, x = Volumes().eval(), torch.randn(4, 3, 8, 32, 32)  # 3-D convolutions: cuDNN's alone
+    with torch.no_grad():
+        ref = model(x).numpy()
+    got = {}
+    for tf32 in (False, True):
+        method = Runtime.get().load_program(export(model, (x,), backend="cuda", tf32_convolutions=tf32)).load_method()
+        got[tf32] = np.asarray(method.execute([x.numpy()])[0])
+    scale = float(np.abs(ref).max())
+    ieee, tf32 = (float(np.abs(got[k] - ref).max()) / scale for k in (False, True))
+    apart = float(np.abs(got[True] - got[False]).max()) / scale
+    print(f"TF32 convolutions: relative error {tf32:.2e} (IEEE {ieee:.2e}), {apart:.2e} apart")
+    if not (ieee <= 1e-4 and 1e-6 < apart and tf32 <= 5e-3):
+        raise SystemExit("tf32_convolutions: not TF32, or out of bounds")
+    spec = deserialize(export(model, (x,), backend="cuda", tf32_convolutions=True))
+    spec.plans[0].delegates[0].compile_specs["tf32_convolutions"] = b"yes"
+    try:
+        Runtime.get().load_program(serialize(spec)).load_method()
+        raise SystemExit("a tf32_convolutions spec of b'yes' loaded")
+    except ExecutorchError as e:
+        assert "tf32_convolutions" in str(e), e
+
+
 torch.manual_seed(0)
 check_dtypes("VisionOps", VisionOps().eval(), torch.randn(2, 4, 8, 8))
 torch.manual_seed(0)
@@ -124,3 +152,4 @@ class Sequence(torch.nn.Module):
 for cell in ("LSTM", "GRU"):
     check_dtypes(cell, Sequence(cell).eval(), torch.randn(3, 5, 8))
 check_device_tensors()
+check_tf32()

@@ -224,6 +224,19 @@ Error check_archs(Span<const runtime::CompileSpec> specs) {
   return Error::Ok;
 }
 
+// Compile spec "tf32_convolutions": "1" lets cuDNN compute float32 convolutions in TF32, as
+// PyTorch's do by default; absent or "0", they stay IEEE float32.
+runtime::Result<bool> tf32_convolutions(Span<const runtime::CompileSpec> specs) {
+  for (const auto& spec : specs) {
+    if (std::strcmp(spec.key, "tf32_convolutions") != 0) continue;
+    const std::string v(reinterpret_cast<const char*>(spec.value.data()), spec.value.size());
+    ET_CHECK_OR_RETURN(v == "0" || v == "1", Error::InvalidProgram,
+                       "%s: compile spec tf32_convolutions is \"%s\", not \"0\" or \"1\"", kCudaBackendName, v.c_str());
+    return v == "1";
+  }
+  return false;
+}
+
 template <typename T>
 T* ptr(EValue* v) { return static_cast<T*>(v->to_tensor().mutable_data_ptr()); }
 char* bytes(EValue* v) { return static_cast<char*>(v->to_tensor().mutable_data_ptr()); }
@@ -1518,11 +1531,11 @@ bool fit_workspace(const CudnnConv& conv, DeviceBuffer& workspace, size_t& works
 }
 
 // A 3-D convolution, which only cuDNN runs here: planned once, its workspace shared.
-Error prepare_conv3d(Op& op, DeviceBuffer& workspace, size_t& workspace_bytes) {
+Error prepare_conv3d(Op& op, bool tf32, DeviceBuffer& workspace, size_t& workspace_bytes) {
   ET_CHECK_OR_RETURN(cudnn_available(), Error::NotSupported, "%s %s: 3-D convolution needs cuDNN, which is missing: %s",
                      kCudaBackendName, op.name.c_str(), cudnn_unavailable_reason());
   auto conv = std::make_unique<CudnnConv>();
-  if (const char* e = conv->plan(conv_geometry(op.plan), cudnn_type(op.plan.dtype), false, false, kCudnnWorkspaceBytes)) {
+  if (const char* e = conv->plan(conv_geometry(op.plan), cudnn_type(op.plan.dtype), tf32, false, false, kCudnnWorkspaceBytes)) {
     return ET_ERROR(Error::NotSupported, "%s %s: %s", kCudaBackendName, op.name.c_str(), e);
   }
   ET_CHECK_OR_RETURN(fit_workspace(*conv, workspace, workspace_bytes), Error::MemoryAllocationFailed,
@@ -1535,7 +1548,7 @@ Error prepare_conv3d(Op& op, DeviceBuffer& workspace, size_t& workspace_bytes) {
 // A convolution through cuDNN where it loads and takes it; false keeps the built-in im2col + GEMM.
 // Fused: cuDNN computes bias, residual and relu too, which needs a bias and an output apart from
 // the input. Each plan is run once here, so a configuration cuDNN refuses falls back at init.
-bool plan_cudnn(Op& op, DeviceBuffer& workspace, size_t& workspace_bytes) {
+bool plan_cudnn(Op& op, bool tf32, DeviceBuffer& workspace, size_t& workspace_bytes) {
   // NCHW depthwise convolutions run the built-in kernel.
   if ((is_depthwise(op.plan) && !op.nhwc) || !cudnn_available()) return false;
   const auto& a = op.args;
@@ -1545,7 +1558,7 @@ bool plan_cudnn(Op& op, DeviceBuffer& workspace, size_t& workspace_bytes) {
   for (const bool fused : {a[2]->is_tensor() && relu && (op.layout_x.ptr || !overlaps(op.result, a[0])), false}) {
     auto conv = std::make_unique<CudnnConv>();
     EValue* y = fused ? op.result : a[9];
-    if (conv->plan(g, type, fused, op.nhwc, kCudnnWorkspaceBytes) != nullptr ||
+    if (conv->plan(g, type, tf32, fused, op.nhwc, kCudnnWorkspaceBytes) != nullptr ||
         !fit_workspace(*conv, workspace, workspace_bytes)) {
       continue;
     }
@@ -1627,6 +1640,7 @@ class CudaBackend final : public runtime::BackendInterface {
       return ET_ERROR(Error::DelegateInvalidCompatibility, "%s: no usable CUDA device", kCudaBackendName);
     }
     ET_TRY(check_archs(specs));
+    ET_TRY_ASSIGN(const bool tf32, tf32_convolutions(specs));
     if (const cudaError_t e = kernels_loadable(); e != cudaSuccess) {
       cudaGetLastError();
       return ET_ERROR(Error::DelegateInvalidCompatibility, "%s: this build has no GPU code for the device (%s)",
@@ -1702,7 +1716,7 @@ class CudaBackend final : public runtime::BackendInterface {
         if (op.plan.kind != OpKind::Conv) continue;
         op.cudnn.reset(), op.shim.clear(), op.scratch.clear(), op.layout_x = DeviceBuffer(), op.layout_w = DeviceBuffer();
         ET_TRY(prepare_layouts(op));
-        const bool cudnn = plan_cudnn(op, d->conv_workspace, d->conv_workspace_bytes);
+        const bool cudnn = plan_cudnn(op, tf32, d->conv_workspace, d->conv_workspace_bytes);
         // Depthwise convolutions have a built-in kernel in both layouts; the others, in NCHW only.
         const bool builtin = !op.nhwc || is_depthwise(op.plan);
         if (!cudnn && !builtin) {
@@ -1719,7 +1733,7 @@ class CudaBackend final : public runtime::BackendInterface {
       }
     }
     for (Op& op : d->ops) {
-      if (op.plan.kind == OpKind::Conv3d) ET_TRY(prepare_conv3d(op, d->conv_workspace, d->conv_workspace_bytes));
+      if (op.plan.kind == OpKind::Conv3d) ET_TRY(prepare_conv3d(op, tf32, d->conv_workspace, d->conv_workspace_bytes));
     }
     fuse_elementwise(d->ops, m);
     for (Op& op : d->ops) {

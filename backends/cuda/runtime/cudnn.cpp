@@ -152,9 +152,11 @@ CudnnConv::~CudnnConv() {
   if (act_desc_) lib.destroy_act(act_desc_);
 }
 
-const char* CudnnConv::plan(const ConvGeometry& g, cudaDataType type, bool relu_bias, bool channels_last,
+const char* CudnnConv::plan(const ConvGeometry& g, cudaDataType type, bool tf32, bool relu_bias, bool channels_last,
                             size_t max_workspace) {
   if (!cudnn_available()) return cudnn_unavailable_reason();
+  // Tensor-op math on float32 is TF32; FMA math keeps it IEEE (as torch.backends.cudnn.allow_tf32).
+  const int math = type == CUDA_R_32F && !tf32 ? kFmaMath : kTensorOpMath;
   if (g.volumetric && (relu_bias || channels_last)) return "3-D convolution is planned NCDHW without a fused epilogue";
   for (int64_t v : {g.n, g.c, g.h, g.w, g.k, g.kh, g.kw, g.sh, g.sw, g.ph, g.pw, g.dh, g.dw, g.groups, g.oh, g.ow, g.d,
                     g.kd, g.sd, g.pd, g.dd, g.od}) {
@@ -181,7 +183,7 @@ const char* CudnnConv::plan(const ConvGeometry& g, cudaDataType type, bool relu_
         (s = lib.set_filter_nd(w_desc_, dt, kNchw, 5, w)) ||
         (s = lib.set_conv_nd(conv_desc_, 3, pad, stride, dilation, kCrossCorrelation, kDataFloat)) ||
         (s = lib.set_groups(conv_desc_, i(g.groups))) ||
-        (s = lib.set_math(conv_desc_, type == CUDA_R_32F ? kFmaMath : kTensorOpMath))) {
+        (s = lib.set_math(conv_desc_, math))) {
       return failure("cuDNN 3-D convolution", s);
     }
   } else if ((s = lib.set_tensor(x_desc_, format, dt, i(g.n), i(g.c), i(g.h), i(g.w))) ||
@@ -190,7 +192,7 @@ const char* CudnnConv::plan(const ConvGeometry& g, cudaDataType type, bool relu_
       (s = lib.set_conv(conv_desc_, i(g.ph), i(g.pw), i(g.sh), i(g.sw), i(g.dh), i(g.dw), kCrossCorrelation,
                         kDataFloat)) ||
       (s = lib.set_groups(conv_desc_, i(g.groups))) ||
-      (s = lib.set_math(conv_desc_, type == CUDA_R_32F ? kFmaMath : kTensorOpMath)) ||
+      (s = lib.set_math(conv_desc_, math)) ||
       (relu_bias && (s = lib.set_tensor(bias_desc_, kNchw, dt, 1, i(g.k), 1, 1))) ||
       (relu_bias && (s = lib.set_act(act_desc_, kActivationRelu, kNotPropagateNan, 0.0)))) {
     return failure("cuDNN convolution", s);

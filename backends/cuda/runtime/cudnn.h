@@ -45,8 +45,10 @@ class CudnnConv {
   ~CudnnConv();
 
   // Chooses the algorithm by cuDNN's heuristics, using at most `max_workspace` bytes. `type` is
-  // CUDA_R_32F (no TF32, as cuBLAS here), CUDA_R_16F or CUDA_R_16BF. Returns a message on failure.
-  const char* plan(const ConvGeometry& g, cudaDataType type, bool relu_bias, bool channels_last, size_t max_workspace);
+  // CUDA_R_32F, CUDA_R_16F or CUDA_R_16BF; float32 is computed in float32 unless `tf32` lets cuDNN
+  // round its inputs to TF32 for tensor cores. Returns a message on failure.
+  const char* plan(const ConvGeometry& g, cudaDataType type, bool tf32, bool relu_bias, bool channels_last,
+                   size_t max_workspace);
   size_t workspace_bytes() const { return workspace_; }
   const char* run(const void* x, const void* w, const void* bias, const void* z, void* y, void* workspace,
                   cudaStream_t stream) const;

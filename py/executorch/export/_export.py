@@ -497,6 +497,7 @@ def export(
     cuda_archs: Sequence[str] | None = None,
     dtype: torch.dtype | None = None,
     quantize: str | None = None,
+    tf32_convolutions: bool = False,
 ) -> bytes:
     """The .pte bytes of `module` traced with `example_inputs` (shapes are fixed to theirs).
 
@@ -509,6 +510,9 @@ def export(
     move elements) read float32 copies of their inputs and round their outputs back to `dtype`, as
     PyTorch's CPU kernels do; with backend="cuda" every operator on such tensors must run on
     CudaBackend.
+    tf32_convolutions=True (backend="cuda", float32) lets cuDNN compute float32 convolutions in TF32
+    on tensor cores, as PyTorch does by default (torch.backends.cudnn.allow_tf32): faster, with
+    about 1e-3 relative error. Matrix products stay IEEE float32, as PyTorch's default too.
     quantize="int8" stores every nn.Linear's weight as int8 with a float32 scale per output feature;
     activations are quantized per row when the program runs (executorch::int8_linear, on the CPU
     and on CudaBackend, where the layer's input features are a multiple of 4).
@@ -519,6 +523,8 @@ def export(
         bad = [a for a in cuda_archs if not re.fullmatch(r"(sm|compute)_[0-9]{2,3}", a)]
         if backend != "cuda" or bad or not cuda_archs:
             raise ExportError(f"cuda_archs needs backend='cuda' and names like 'sm_90' or 'compute_90', got {list(cuda_archs)}")
+    if tf32_convolutions and (backend != "cuda" or dtype not in (None, torch.float32)):
+        raise ExportError(f"tf32_convolutions needs backend='cuda' and float32, got backend={backend!r}, dtype={dtype}")
     if dtype is not None:
         if dtype not in (torch.float32, torch.float16, torch.bfloat16):
             raise ExportError(f"dtype must be torch.float32, torch.float16 or torch.bfloat16, got {dtype}")
@@ -549,6 +555,8 @@ def export(
         from executorch.export._partition import delegate_to_cuda
 
         specs = {"cuda_archs": ",".join(cuda_archs).encode()} if cuda_archs else {}
+        if tf32_convolutions:
+            specs["tf32_convolutions"] = b"1"
         calls, refused = delegate_to_cuda(plan_, constants, segments, specs)
         meta["cuda_delegate_calls"] = str(calls)
         if dtype in (torch.float16, torch.bfloat16):
