@@ -22,6 +22,7 @@
 #include <executorch/backends/cuda/runtime/payload.h>
 #include <executorch/backends/cuda/shims/shims.h>
 #include <executorch/extension/cuda/cuda_stream.h>
+#include <executorch/extension/cuda/owned.h>
 #include <executorch/runtime/core/log.h>
 #include <executorch/runtime/executor/data_loader.h>
 #include <executorch/runtime/executor/method.h>
@@ -38,34 +39,12 @@ using runtime::Span;
 using runtime::Tensor;
 namespace ecuda = extension::cuda;
 
-// Device memory, freed with its owner.
-struct DeviceBuffer {
-  void* ptr = nullptr;
-  DeviceBuffer() = default;
-  DeviceBuffer(const DeviceBuffer&) = delete;
-  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
-  DeviceBuffer(DeviceBuffer&& o) noexcept : ptr(o.ptr) { o.ptr = nullptr; }
-  DeviceBuffer& operator=(DeviceBuffer&& o) noexcept {
-    std::swap(ptr, o.ptr);
-    return *this;
-  }
-  ~DeviceBuffer() {
-    if (ptr) cudaFree(ptr);
-  }
-};
+using DeviceBuffer = ecuda::DeviceMemory;
+using ecuda::out;
 
 // Tensor handles of the shim library (matrix products run through aoti_torch_cuda_*), freed with
 // the op.
-struct ShimTensor {
-  AtenTensorHandle handle = nullptr;
-  ShimTensor() = default;
-  ShimTensor(const ShimTensor&) = delete;
-  ShimTensor& operator=(const ShimTensor&) = delete;
-  ShimTensor(ShimTensor&& o) noexcept : handle(o.handle) { o.handle = nullptr; }
-  ~ShimTensor() {
-    if (handle) aoti_torch_delete_tensor_object(handle);
-  }
-};
+using ShimTensor = ecuda::Owned<AtenTensorHandle, aoti_torch_delete_tensor_object>;
 
 // A checked instruction (payload.h) and the device resources it needs.
 struct Op {
@@ -121,32 +100,25 @@ struct Op {
 
 // A shim view of a device tensor of the sub-program (its memory never moves after init), of `dim`
 // sizes and strides (its own, or another view of its bytes).
-Error shim_view(EValue* v, ShimTensor* out, int dim = -1, const int64_t* sizes = nullptr,
+Error shim_view(EValue* v, ShimTensor* shim, int dim = -1, const int64_t* sizes = nullptr,
                 const int64_t* strides = nullptr) {
   ET_CHECK_OR_RETURN(v->is_tensor(), Error::InvalidArgument, "%s: matrix argument is not a tensor", kCudaBackendName);
   const Tensor& t = v->to_tensor();
   if (sizes == nullptr) dim = t.dim(), sizes = t.sizes(), strides = t.strides();
   if (aoti_torch_create_tensor_from_blob_v2(t.mutable_data_ptr(), dim, sizes, strides, 0,
                                             static_cast<int32_t>(t.scalar_type()), aoti_torch_device_type_cuda(), 0,
-                                            &out->handle, aoti_torch_layout_strided(), nullptr, 0) != AOTI_TORCH_SUCCESS) {
+                                            out(*shim), aoti_torch_layout_strided(), nullptr, 0) != AOTI_TORCH_SUCCESS) {
     return ET_ERROR(Error::Internal, "%s: %s", kCudaBackendName, runtime::last_error_message());
   }
   return Error::Ok;
 }
 
-// A captured sequence of the delegate's kernels, replayed with one launch.
+// A captured sequence of the delegate's kernels, replayed with one launch (the executable graph
+// goes first).
 struct Graph {
-  cudaGraph_t graph = nullptr;
-  cudaGraphExec_t exec = nullptr;
-  Graph() = default;
-  Graph(const Graph&) = delete;
-  Graph& operator=(const Graph&) = delete;
-  ~Graph() { reset(); }
-  void reset() {
-    if (exec) cudaGraphExecDestroy(exec);
-    if (graph) cudaGraphDestroy(graph);
-    exec = nullptr, graph = nullptr;
-  }
+  ecuda::Graph graph;
+  ecuda::GraphExec exec;
+  void reset() { exec.reset(), graph.reset(); }
 };
 
 // One delegate call site: the sub-program (the payload is a .pte), its device memory and its ops.
@@ -160,14 +132,14 @@ struct Delegate {
   std::vector<Op> ops;
   DeviceBuffer conv_workspace;  // cuDNN's, shared by the convolutions (they run one after another)
   size_t conv_workspace_bytes = 0;
-  cudaStream_t own_stream = nullptr;
+  ecuda::Stream own_stream;
   // Every tensor's address is fixed at init, so after one eager run (which checks every op) the
   // kernels are captured once into a CUDA graph and replayed: one launch instead of one per op.
   Graph graph;
   uint64_t runs = 0;
   // Set by a kernel that met an index out of range (embedding, gather); read back after each execute.
   DeviceBuffer index_error;
-  int* index_error_host = nullptr;  // pinned
+  ecuda::PinnedMemory index_error_host;  // an int
   bool checks_indices = false;
   // EXECUTORCH_PROFILE: device time per operator (ms, calls), printed when the delegate goes.
   std::map<std::string, std::pair<double, long>> profile;
@@ -181,8 +153,6 @@ struct Delegate {
     }
     graph.reset();
     method.reset();
-    if (own_stream) cudaStreamDestroy(own_stream);
-    if (index_error_host) cudaFreeHost(index_error_host);
   }
 };
 
@@ -321,7 +291,7 @@ bool is_depthwise(const OpPlan& plan) { return plan.ints[13] > 1 && plan.ints[1]
 
 // The convolution's input as it reads it: converted to its output's layout where they differ.
 char* conv_input(const Op& op) {
-  return op.layout_x.ptr ? static_cast<char*>(op.layout_x.ptr) : bytes(op.args[0]);
+  return op.layout_x.get() ? static_cast<char*>(op.layout_x.get()) : bytes(op.args[0]);
 }
 
 // Convolution as im2col + one batched GEMM per (chunk of images, group) through the shim library
@@ -342,14 +312,14 @@ Error prepare_conv(Op& op) {
                                  : std::max<int64_t>(1, std::min<int64_t>(images, static_cast<int64_t>(kConvScratchBytes / (image_bytes + 1))));
   if (!op.conv_direct) {
     op.scratch.emplace_back();
-    ET_TRY(ecuda::to_error(cudaMalloc(&op.scratch.back().ptr, image_bytes * static_cast<size_t>(op.conv_chunk) + 4),
+    ET_TRY(ecuda::to_error(cudaMalloc(out(op.scratch.back()), image_bytes * static_cast<size_t>(op.conv_chunk) + 4),
                            "CudaBackend: convolution scratch"));
   }
   auto view = [&](void* data, int64_t batch, int64_t rows, int64_t cols, int64_t batch_stride) -> Error {
     const int64_t sizes[3] = {batch, rows, cols}, strides[3] = {batch_stride, cols, 1};
     op.shim.emplace_back();
     if (aoti_torch_create_tensor_from_blob_v2(data, 3, sizes, strides, 0, static_cast<int32_t>(op.plan.dtype),
-                                              aoti_torch_device_type_cuda(), 0, &op.shim.back().handle,
+                                              aoti_torch_device_type_cuda(), 0, out(op.shim.back()),
                                               aoti_torch_layout_strided(), nullptr, 0) != AOTI_TORCH_SUCCESS) {
       return ET_ERROR(Error::Internal, "%s: %s", kCudaBackendName, runtime::last_error_message());
     }
@@ -362,7 +332,7 @@ Error prepare_conv(Op& op) {
       if (op.conv_direct) {
         ET_TRY(view(conv_input(op) + (b * v[1] + g * cg) * hw * es, count, k, hw, v[1] * hw));
       } else {
-        ET_TRY(view(op.scratch.back().ptr, count, k, hw, k * hw));
+        ET_TRY(view(op.scratch.back().get(), count, k, hw, k * hw));
       }
       ET_TRY(view(bytes(a[9]) + (b * v[4] + g * ocg) * hw * es, count, ocg, hw, v[4] * hw));
     }
@@ -399,8 +369,8 @@ Error prepare_batch_norm(Op& op) {
     scale_shift[c + i] = b[i] - mean[i] * scale_shift[i];
   }
   op.scratch.emplace_back();
-  ET_TRY(ecuda::to_error(cudaMalloc(&op.scratch.back().ptr, scale_shift.size() * sizeof(float) + 4), "CudaBackend: batch norm"));
-  return ecuda::to_error(cudaMemcpy(op.scratch.back().ptr, scale_shift.data(), scale_shift.size() * sizeof(float),
+  ET_TRY(ecuda::to_error(cudaMalloc(out(op.scratch.back()), scale_shift.size() * sizeof(float) + 4), "CudaBackend: batch norm"));
+  return ecuda::to_error(cudaMemcpy(op.scratch.back().get(), scale_shift.data(), scale_shift.size() * sizeof(float),
                                     cudaMemcpyHostToDevice), "CudaBackend: batch norm");
 }
 
@@ -409,7 +379,7 @@ Error prepare_int8_linear(Op& op) {
   const int64_t rows = op.plan.ints[0], k = op.plan.ints[2];
   for (size_t bytes : {static_cast<size_t>(rows * k), static_cast<size_t>(rows) * sizeof(float)}) {
     op.scratch.emplace_back();
-    ET_TRY(ecuda::to_error(cudaMalloc(&op.scratch.back().ptr, bytes + 4), "CudaBackend: int8 linear scratch"));
+    ET_TRY(ecuda::to_error(cudaMalloc(out(op.scratch.back()), bytes + 4), "CudaBackend: int8 linear scratch"));
   }
   return Error::Ok;
 }
@@ -454,13 +424,13 @@ Error run_typed(const Op& op, void* index_error, cudaStream_t stream) {
     case OpKind::Bmm: {
       // Through the shim library, on the current stream (execute() set it).
       const AOTITorchError e = op.residual != nullptr
-          ? executorch_cuda_linear_residual_out(op.shim[4].handle, op.shim[0].handle, op.shim[1].handle,
-                                                op.shim[2].handle, op.shim[5].handle)
+          ? executorch_cuda_linear_residual_out(op.shim[4].get(), op.shim[0].get(), op.shim[1].get(),
+                                                op.shim[2].get(), op.shim[5].get())
           : op.plan.kind == OpKind::Addmm
-          ? aoti_torch_cuda_addmm_out(op.shim[3].handle, op.shim[0].handle, op.shim[1].handle, op.shim[2].handle,
+          ? aoti_torch_cuda_addmm_out(op.shim[3].get(), op.shim[0].get(), op.shim[1].get(), op.shim[2].get(),
                                       a[3]->scalar_as_double(), a[4]->scalar_as_double())
-          : op.plan.kind == OpKind::Mm ? aoti_torch_cuda_mm_out(op.shim[2].handle, op.shim[0].handle, op.shim[1].handle)
-                                       : aoti_torch_cuda_bmm_out(op.shim[2].handle, op.shim[0].handle, op.shim[1].handle);
+          : op.plan.kind == OpKind::Mm ? aoti_torch_cuda_mm_out(op.shim[2].get(), op.shim[0].get(), op.shim[1].get())
+                                       : aoti_torch_cuda_bmm_out(op.shim[2].get(), op.shim[0].get(), op.shim[1].get());
       if (e != AOTI_TORCH_SUCCESS) return ET_ERROR(Error::InvalidArgument, "%s %s: %s", kCudaBackendName, name,
                                                    runtime::last_error_message());
       break;
@@ -499,8 +469,8 @@ Error run_typed(const Op& op, void* index_error, cudaStream_t stream) {
         epilogue.activation = op.activation->plan.unary;
         epilogue.p0 = op.activation->plan.scalars[0], epilogue.p1 = op.activation->plan.scalars[1];
       }
-      if (op.layout_x.ptr) {
-        status = convert_layout(a[0]->to_tensor(), ptr<T>(a[0]), op.layout_x.ptr, op.nhwc, stream);
+      if (op.layout_x.get()) {
+        status = convert_layout(a[0]->to_tensor(), ptr<T>(a[0]), op.layout_x.get(), op.nhwc, stream);
         if (status != cudaSuccess) return ecuda::to_error(status, name);
       }
       if (is_depthwise(op.plan) && !op.cudnn) {
@@ -512,7 +482,7 @@ Error run_typed(const Op& op, void* index_error, cudaStream_t stream) {
       }
       if (op.cudnn) {
         const bool fused = op.cudnn_fused;
-        if (const char* e = op.cudnn->run(conv_input(op), op.nhwc ? op.layout_w.ptr : ptr<T>(a[1]), fused ? epilogue.bias : nullptr,
+        if (const char* e = op.cudnn->run(conv_input(op), op.nhwc ? op.layout_w.get() : ptr<T>(a[1]), fused ? epilogue.bias : nullptr,
                                           fused ? epilogue.residual : nullptr, fused ? ptr<T>(op.result) : ptr<T>(a[9]),
                                           op.workspace, stream)) {
           return ET_ERROR(Error::Internal, "%s %s: %s", kCudaBackendName, name, e);
@@ -525,11 +495,11 @@ Error run_typed(const Op& op, void* index_error, cudaStream_t stream) {
         for (int64_t g = 0; g < groups; ++g, view += 3) {
           if (!op.conv_direct) {
             const T* x = reinterpret_cast<const T*>(conv_input(op)) + (b * v[1] + g * cg) * v[2] * v[3];
-            status = launch_im2col(x, static_cast<T*>(op.scratch[0].ptr), count, v[1] * v[2] * v[3], cg, v[2], v[3], v[5],
+            status = launch_im2col(x, static_cast<T*>(op.scratch[0].get()), count, v[1] * v[2] * v[3], cg, v[2], v[3], v[5],
                                    v[6], v[7], v[8], v[9], v[10], v[11], v[12], v[14], v[15], stream);
             if (status != cudaSuccess) return ecuda::to_error(status, name);
           }
-          if (aoti_torch_cuda_bmm_out(op.shim[view + 2].handle, op.shim[view].handle, op.shim[view + 1].handle) !=
+          if (aoti_torch_cuda_bmm_out(op.shim[view + 2].get(), op.shim[view].get(), op.shim[view + 1].get()) !=
               AOTI_TORCH_SUCCESS) {
             return ET_ERROR(Error::Internal, "%s convolution: %s", kCudaBackendName, runtime::last_error_message());
           }
@@ -559,7 +529,7 @@ Error run_typed(const Op& op, void* index_error, cudaStream_t stream) {
     case OpKind::BatchNorm: {
       const Tensor& x = a[0]->to_tensor();
       const int64_t c = x.size(1), n = x.size(0), inner = (n && c) ? x.numel() / (n * c) : 0;
-      const float* ss = static_cast<const float*>(op.scratch[0].ptr);
+      const float* ss = static_cast<const float*>(op.scratch[0].get());
       status = launch_channel_affine(ptr<T>(a[0]), ss, ss + c, ptr<T>(a[7]), n, c, inner, stream);
       break;
     }
@@ -582,7 +552,7 @@ Error run_typed(const Op& op, void* index_error, cudaStream_t stream) {
       const Tensor& x = a[0]->to_tensor();
       const Tensor& o = a[a.size() - 1]->to_tensor();
       if (op.nhwc) {
-        status = launch_pixel_reduce(ptr<T>(a[0]), ptr<T>(a[a.size() - 1]), static_cast<float*>(op.scratch[0].ptr), x.size(0),
+        status = launch_pixel_reduce(ptr<T>(a[0]), ptr<T>(a[a.size() - 1]), static_cast<float*>(op.scratch[0].get()), x.size(0),
                                      x.size(2) * x.size(3), x.size(1), op.plan.ints[0] != 0, stream);
         break;
       }
@@ -831,8 +801,8 @@ Error run_typed(const Op& op, void* index_error, cudaStream_t stream) {
     }
     case OpKind::Int8Linear: {
       const int64_t rows = op.plan.ints[0], n = op.plan.ints[1], k = op.plan.ints[2];
-      int8_t* q = static_cast<int8_t*>(op.scratch[0].ptr);
-      float* scale = static_cast<float*>(op.scratch[1].ptr);
+      int8_t* q = static_cast<int8_t*>(op.scratch[0].get());
+      float* scale = static_cast<float*>(op.scratch[1].get());
       status = launch_quantize_rows(ptr<float>(a[0]), q, scale, rows, k, stream);
       if (status == cudaSuccess) {
         status = launch_int8_linear(q, scale, ptr<int8_t>(a[1]), ptr<float>(a[2]), a[3]->is_tensor() ? ptr<float>(a[3]) : nullptr,
@@ -881,12 +851,12 @@ bool graphs_enabled() {
 
 // Each op between two events, in the profile under its name and what its epilogue computes.
 Error run_profiled(Delegate& d, cudaStream_t stream) {
-  std::vector<cudaEvent_t> events(d.ops.size() + 1);
-  for (cudaEvent_t& e : events) ET_TRY(ecuda::to_error(cudaEventCreate(&e), "CudaBackend: profile"));
-  Error failed = ecuda::to_error(cudaEventRecord(events[0], stream), "CudaBackend: profile");
+  std::vector<ecuda::Event> events(d.ops.size() + 1);
+  for (ecuda::Event& e : events) ET_TRY(ecuda::to_error(cudaEventCreate(out(e)), "CudaBackend: profile"));
+  Error failed = ecuda::to_error(cudaEventRecord(events[0].get(), stream), "CudaBackend: profile");
   for (size_t k = 0; k < d.ops.size() && failed == Error::Ok; ++k) {
-    if (!d.ops[k].skipped) failed = run(d.ops[k], d.index_error.ptr, stream);
-    if (failed == Error::Ok) failed = ecuda::to_error(cudaEventRecord(events[k + 1], stream), "CudaBackend: profile");
+    if (!d.ops[k].skipped) failed = run(d.ops[k], d.index_error.get(), stream);
+    if (failed == Error::Ok) failed = ecuda::to_error(cudaEventRecord(events[k + 1].get(), stream), "CudaBackend: profile");
   }
   if (failed == Error::Ok) failed = ecuda::to_error(cudaStreamSynchronize(stream), "CudaBackend: profile");
   // The first call loads kernels and picks cuBLAS/cuDNN algorithms: not counted.
@@ -895,7 +865,7 @@ Error run_profiled(Delegate& d, cudaStream_t stream) {
     const Op& op = d.ops[k];
     if (op.skipped) continue;
     float ms = 0.f;
-    cudaEventElapsedTime(&ms, events[k], events[k + 1]);
+    cudaEventElapsedTime(&ms, events[k].get(), events[k + 1].get());
     std::string label = op.fused ? op.fused->label : op.name;
     if (op.residual) label += "+add";
     if (op.activation) label += "+" + op.activation->name;
@@ -905,7 +875,6 @@ Error run_profiled(Delegate& d, cudaStream_t stream) {
     row.first += ms;
     row.second += 1;
   }
-  for (cudaEvent_t e : events) cudaEventDestroy(e);
   return failed;
 }
 
@@ -920,7 +889,7 @@ Error run_ops(Delegate& d, cudaStream_t stream) {
   const bool capturable = graphs_enabled() && stream != nullptr && capturing == cudaStreamCaptureStatusNone;
   if (!capturable || d.runs++ == 0) {
     for (const Op& op : d.ops) {
-      if (!op.skipped) ET_TRY(run(op, d.index_error.ptr, stream));
+      if (!op.skipped) ET_TRY(run(op, d.index_error.get(), stream));
     }
     return Error::Ok;
   }
@@ -929,22 +898,22 @@ Error run_ops(Delegate& d, cudaStream_t stream) {
     ET_TRY(ecuda::to_error(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), "CudaBackend: graph capture"));
     Error failed = Error::Ok;
     for (const Op& op : d.ops) {
-      if (!op.skipped && (failed = run(op, d.index_error.ptr, stream)) != Error::Ok) break;
+      if (!op.skipped && (failed = run(op, d.index_error.get(), stream)) != Error::Ok) break;
     }
-    const cudaError_t ended = cudaStreamEndCapture(stream, &d.graph.graph);
+    const cudaError_t ended = cudaStreamEndCapture(stream, out(d.graph.graph));
     if (failed != Error::Ok || ended != cudaSuccess) {
       d.graph.reset();
       cudaGetLastError();
       return failed != Error::Ok ? failed : ecuda::to_error(ended, "CudaBackend: graph capture");
     }
-    const cudaError_t made = cudaGraphInstantiate(&d.graph.exec, d.graph.graph, 0);
+    const cudaError_t made = cudaGraphInstantiate(out(d.graph.exec), d.graph.graph.get(), 0);
     if (made != cudaSuccess) {
       d.graph.reset();
       d.runs = 0;  // the next call runs eagerly, then tries again
       return ecuda::to_error(made, "CudaBackend: graph instantiation");
     }
   }
-  return ecuda::to_error(cudaGraphLaunch(d.graph.exec, stream), "CudaBackend: graph launch");
+  return ecuda::to_error(cudaGraphLaunch(d.graph.exec.get(), stream), "CudaBackend: graph launch");
 }
 
 // Whether permuting x by `dims` only moves dimensions of size 1 (its bytes stay in order).
@@ -1218,9 +1187,9 @@ Error read_permutes_in_place(std::vector<Op>& ops, runtime::Method& m) {
         if (!movable) continue;
         Tensor& t = out->to_tensor();
         att.scratch.emplace_back();
-        ET_TRY(ecuda::to_error(cudaMalloc(&att.scratch.back().ptr, t.nbytes() ? t.nbytes() : 1),
+        ET_TRY(ecuda::to_error(cudaMalloc(ecuda::out(att.scratch.back()), t.nbytes() ? t.nbytes() : 1),
                                "CudaBackend: attention output"));
-        t.set_data(att.scratch.back().ptr);
+        t.set_data(att.scratch.back().get());
       }
       att.attention_src[idx] = source;
       std::copy(strides, strides + 3, att.attention_strides[idx]);
@@ -1477,14 +1446,14 @@ void choose_layouts(std::vector<Op>& ops, runtime::Method& m, const std::unorder
 Error prepare_layouts(Op& op) {
   const Tensor& x = op.args[0]->to_tensor();
   if (op.x_nhwc != op.nhwc && spatial(op.args[0])) {  // (otherwise the same bytes in both)
-    ET_TRY(ecuda::to_error(cudaMalloc(&op.layout_x.ptr, x.nbytes() + 4), "CudaBackend: layout conversion"));
+    ET_TRY(ecuda::to_error(cudaMalloc(out(op.layout_x), x.nbytes() + 4), "CudaBackend: layout conversion"));
   }
   if (!op.nhwc) return Error::Ok;
   const Tensor& w = op.args[1]->to_tensor();
   const int64_t k = w.size(0), c = w.size(1), kh = w.size(2), kw = w.size(3);
   const int64_t sizes[4] = {k, kh, kw, c}, strides[4] = {c * kh * kw, kw, 1, kh * kw};
-  ET_TRY(ecuda::to_error(cudaMalloc(&op.layout_w.ptr, w.nbytes() + 4), "CudaBackend: NHWC weight"));
-  ET_TRY(ecuda::to_error(launch_strided_copy(w.const_data_ptr(), op.layout_w.ptr, 4, sizes, strides, w.numel(),
+  ET_TRY(ecuda::to_error(cudaMalloc(out(op.layout_w), w.nbytes() + 4), "CudaBackend: NHWC weight"));
+  ET_TRY(ecuda::to_error(launch_strided_copy(w.const_data_ptr(), op.layout_w.get(), 4, sizes, strides, w.numel(),
                                              static_cast<int>(w.element_size()), nullptr),
                          "CudaBackend: NHWC weight"));
   return ecuda::to_error(cudaDeviceSynchronize(), "CudaBackend: NHWC weight");
@@ -1521,7 +1490,7 @@ cudaDataType cudnn_type(runtime::ScalarType t) {
 bool fit_workspace(const CudnnConv& conv, DeviceBuffer& workspace, size_t& workspace_bytes) {
   if (conv.workspace_bytes() <= workspace_bytes) return true;
   DeviceBuffer grown;
-  if (cudaMalloc(&grown.ptr, conv.workspace_bytes()) != cudaSuccess) {
+  if (cudaMalloc(out(grown), conv.workspace_bytes()) != cudaSuccess) {
     cudaGetLastError();
     return false;
   }
@@ -1555,15 +1524,15 @@ bool plan_cudnn(Op& op, bool tf32, DeviceBuffer& workspace, size_t& workspace_by
   const ConvGeometry g = conv_geometry(op.plan);
   const cudaDataType type = cudnn_type(op.plan.dtype);
   const bool relu = op.activation && op.activation->plan.unary == Unary::Relu;
-  for (const bool fused : {a[2]->is_tensor() && relu && (op.layout_x.ptr || !overlaps(op.result, a[0])), false}) {
+  for (const bool fused : {a[2]->is_tensor() && relu && (op.layout_x.get() || !overlaps(op.result, a[0])), false}) {
     auto conv = std::make_unique<CudnnConv>();
     EValue* y = fused ? op.result : a[9];
     if (conv->plan(g, type, tf32, fused, op.nhwc, kCudnnWorkspaceBytes) != nullptr ||
         !fit_workspace(*conv, workspace, workspace_bytes)) {
       continue;
     }
-    const bool ran = conv->run(conv_input(op), op.nhwc ? op.layout_w.ptr : bytes(a[1]), fused ? bytes(a[2]) : nullptr,
-                               fused && op.residual ? bytes(op.residual) : nullptr, bytes(y), workspace.ptr, nullptr) ==
+    const bool ran = conv->run(conv_input(op), op.nhwc ? op.layout_w.get() : bytes(a[1]), fused ? bytes(a[2]) : nullptr,
+                               fused && op.residual ? bytes(op.residual) : nullptr, bytes(y), workspace.get(), nullptr) ==
                          nullptr && cudaDeviceSynchronize() == cudaSuccess;
     cudaGetLastError();
     if (!ran) continue;
@@ -1601,21 +1570,19 @@ float time_op(const Op& op, cudaStream_t stream, cudaEvent_t start, cudaEvent_t 
 // during the measurement favour neither; the first round (loading kernels) is not counted.
 void keep_faster_conv(Op& op, cudaStream_t stream) {
   ecuda::StreamGuard on_stream(stream);  // the GEMM runs through the shims, on the current stream
-  cudaEvent_t start = nullptr, end = nullptr;
+  ecuda::Event start, end;
   float best[2] = {INFINITY, INFINITY};  // cuDNN, built-in
   std::unique_ptr<CudnnConv> cudnn = std::move(op.cudnn);
-  if (cudaEventCreate(&start) == cudaSuccess && cudaEventCreate(&end) == cudaSuccess) {
+  if (cudaEventCreate(out(start)) == cudaSuccess && cudaEventCreate(out(end)) == cudaSuccess) {
     for (int round = 0; round < 6; ++round) {
       for (int way = 0; way < 2; ++way) {
         if (way == 0) op.cudnn = std::move(cudnn);
-        const float ms = time_op(op, stream, start, end);
+        const float ms = time_op(op, stream, start.get(), end.get());
         if (way == 0) cudnn = std::move(op.cudnn);
         if (round > 0) best[way] = std::min(best[way], ms);
       }
     }
   }
-  if (start) cudaEventDestroy(start);
-  if (end) cudaEventDestroy(end);
   if (best[0] <= best[1]) {
     op.cudnn = std::move(cudnn);
     op.shim.clear();
@@ -1657,8 +1624,8 @@ class CudaBackend final : public runtime::BackendInterface {
     ET_TRY_ASSIGN(const auto sizes, d->program->planned_buffer_sizes(method_name));
     for (uint64_t bytes : sizes) {
       DeviceBuffer b;
-      ET_TRY(ecuda::to_error(cudaMalloc(&b.ptr, bytes ? bytes : 1), "CudaBackend: planned device memory"));
-      d->spans.emplace_back(static_cast<uint8_t*>(b.ptr), static_cast<size_t>(bytes));
+      ET_TRY(ecuda::to_error(cudaMalloc(out(b), bytes ? bytes : 1), "CudaBackend: planned device memory"));
+      d->spans.emplace_back(static_cast<uint8_t*>(b.get()), static_cast<size_t>(bytes));
       d->buffers.push_back(std::move(b));
     }
     d->memory = std::make_unique<runtime::MemoryManager>(Span<Span<uint8_t>>(d->spans.data(), d->spans.size()));
@@ -1674,11 +1641,11 @@ class CudaBackend final : public runtime::BackendInterface {
       Tensor& t = m.value(i).to_tensor();
       if (m.value_memory(i) == runtime::Method::Memory::Constant) {
         DeviceBuffer b;
-        ET_TRY(ecuda::to_error(cudaMalloc(&b.ptr, t.nbytes() ? t.nbytes() : 1), "CudaBackend: constant upload"));
-        ET_TRY(ecuda::to_error(cudaMemcpy(b.ptr, t.const_data_ptr(), t.nbytes(), cudaMemcpyHostToDevice),
+        ET_TRY(ecuda::to_error(cudaMalloc(out(b), t.nbytes() ? t.nbytes() : 1), "CudaBackend: constant upload"));
+        ET_TRY(ecuda::to_error(cudaMemcpy(b.get(), t.const_data_ptr(), t.nbytes(), cudaMemcpyHostToDevice),
                                "CudaBackend: constant upload"));
         host_constants[&m.value(i)] = t.const_data_ptr();
-        t.set_data(b.ptr);
+        t.set_data(b.get());
         d->constants.push_back(std::move(b));
       }
       t.set_device({runtime::DeviceType::CUDA, 0});
@@ -1706,7 +1673,7 @@ class CudaBackend final : public runtime::BackendInterface {
     ET_TRY(fuse_linear_residuals(d->ops, m));
     ET_TRY(read_permutes_in_place(d->ops, m));
     write_permutes_in_place(d->ops, m);
-    ET_TRY(ecuda::to_error(cudaStreamCreateWithFlags(&d->own_stream, cudaStreamNonBlocking), "CudaBackend: stream"));
+    ET_TRY(ecuda::to_error(cudaStreamCreateWithFlags(out(d->own_stream), cudaStreamNonBlocking), "CudaBackend: stream"));
     // Layouts first; an NHWC convolution cuDNN refuses keeps its output NCHW, and all is planned again.
     std::unordered_set<const EValue*> nchw;
     for (bool planned = false; !planned;) {
@@ -1727,8 +1694,8 @@ class CudaBackend final : public runtime::BackendInterface {
         const bool tune = cudnn && builtin && !cudnn_forced();
         if (!cudnn || tune) ET_TRY(prepare_conv(op));
         if (tune) {
-          op.workspace = d->conv_workspace.ptr;
-          keep_faster_conv(op, d->own_stream);
+          op.workspace = d->conv_workspace.get();
+          keep_faster_conv(op, d->own_stream.get());
         }
       }
     }
@@ -1737,18 +1704,18 @@ class CudaBackend final : public runtime::BackendInterface {
     }
     fuse_elementwise(d->ops, m);
     for (Op& op : d->ops) {
-      op.workspace = d->conv_workspace.ptr;
+      op.workspace = d->conv_workspace.get();
       if (op.plan.kind == OpKind::RowReduce && op.nhwc) {  // the pixel sums' partials
         const Tensor& x = op.args[0]->to_tensor();
         op.scratch.emplace_back();
         const size_t floats = static_cast<size_t>(pixel_reduce_partials(x.size(0), x.size(2) * x.size(3), x.size(1)));
-        ET_TRY(ecuda::to_error(cudaMalloc(&op.scratch.back().ptr, floats * sizeof(float) + 4), "CudaBackend: mean scratch"));
+        ET_TRY(ecuda::to_error(cudaMalloc(out(op.scratch.back()), floats * sizeof(float) + 4), "CudaBackend: mean scratch"));
       }
     }
     if (d->checks_indices) {
-      ET_TRY(ecuda::to_error(cudaMalloc(&d->index_error.ptr, sizeof(int)), "CudaBackend: index check"));
-      ET_TRY(ecuda::to_error(cudaMemset(d->index_error.ptr, 0, sizeof(int)), "CudaBackend: index check"));
-      ET_TRY(ecuda::to_error(cudaMallocHost(reinterpret_cast<void**>(&d->index_error_host), sizeof(int)), "CudaBackend: index check"));
+      ET_TRY(ecuda::to_error(cudaMalloc(out(d->index_error), sizeof(int)), "CudaBackend: index check"));
+      ET_TRY(ecuda::to_error(cudaMemset(d->index_error.get(), 0, sizeof(int)), "CudaBackend: index check"));
+      ET_TRY(ecuda::to_error(cudaMallocHost(out(d->index_error_host), sizeof(int)), "CudaBackend: index check"));
     }
     return static_cast<runtime::DelegateHandle*>(d.release());
   }
@@ -1761,7 +1728,7 @@ class CudaBackend final : public runtime::BackendInterface {
                        kCudaBackendName, args.size(), n_in + n_out);
     // The caller's stream when it set one (StreamGuard), else the delegate's own.
     const auto caller = ecuda::current_stream();
-    const cudaStream_t stream = caller ? *caller : d->own_stream;
+    const cudaStream_t stream = caller ? *caller : d->own_stream.get();
     for (size_t i = 0; i < n_in; ++i) {
       ET_CHECK_OR_RETURN(args[i]->is_tensor() && m.input(i).is_tensor(), Error::InvalidArgument,
                          "%s: input %zu must be a tensor", kCudaBackendName, i);
@@ -1792,15 +1759,15 @@ class CudaBackend final : public runtime::BackendInterface {
     // Host outputs are read as soon as execute returns; device outputs follow the stream's order.
     // An index out of range is only known on the device: such delegates always wait, and report it.
     if (d->checks_indices) {
-      ET_TRY(ecuda::to_error(cudaMemcpyAsync(d->index_error_host, d->index_error.ptr, sizeof(int), cudaMemcpyDeviceToHost,
+      ET_TRY(ecuda::to_error(cudaMemcpyAsync(d->index_error_host.get(), d->index_error.get(), sizeof(int), cudaMemcpyDeviceToHost,
                                              stream), "CudaBackend: index check"));
     }
     if (to_host || !caller || d->checks_indices) {
       ET_TRY(ecuda::to_error(cudaStreamSynchronize(stream), "CudaBackend: synchronize"));
     }
-    if (d->checks_indices && *d->index_error_host != 0) {
-      *d->index_error_host = 0;
-      ET_TRY(ecuda::to_error(cudaMemset(d->index_error.ptr, 0, sizeof(int)), "CudaBackend: index check"));
+    if (d->checks_indices && *static_cast<int*>(d->index_error_host.get()) != 0) {
+      *static_cast<int*>(d->index_error_host.get()) = 0;
+      ET_TRY(ecuda::to_error(cudaMemset(d->index_error.get(), 0, sizeof(int)), "CudaBackend: index check"));
       return ET_ERROR(Error::InvalidArgument, "%s: an embedding index is out of range", kCudaBackendName);
     }
     return Error::Ok;
