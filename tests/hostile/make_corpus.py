@@ -16,7 +16,7 @@ import sys
 import numpy as np
 
 from executorch.serialization import pte
-from executorch.serialization.pte import KernelCall, Plan, ProgramSpec, TensorSpec, Value
+from executorch.serialization.pte import IntValue, KernelCall, Plan, ProgramSpec, TensorListValue, TensorSpec, TensorValue
 from tests.hostile.malformed import cases, write_corpus
 
 
@@ -25,13 +25,13 @@ def hand_written() -> bytes:
     w = np.arange(16, dtype=np.float32).reshape(4, 4) / 16
     p = Plan(name="forward", operators=[("aten::mm", ""), ("aten::relu", ""), ("aten::cat", "")], buffer_sizes=[256])
     p.values = [
-        Value("tensor", TensorSpec(dtype=6, sizes=[1, 4], mem_id=0, mem_offset=0)),
-        Value("tensor", TensorSpec(dtype=6, sizes=[4, 4], data_segment=0, data_offset=0)),
-        Value("tensor", TensorSpec(dtype=6, sizes=[1, 4], mem_id=0, mem_offset=64)),
-        Value("tensor", TensorSpec(dtype=6, sizes=[1, 4], mem_id=0, mem_offset=128)),
-        Value("tensor_list", [3, 3]),
-        Value("int", 0),
-        Value("tensor", TensorSpec(dtype=6, sizes=[2, 4], mem_id=0, mem_offset=192)),
+        TensorValue(TensorSpec(dtype=6, sizes=[1, 4], mem_id=0, mem_offset=0)),
+        TensorValue(TensorSpec(dtype=6, sizes=[4, 4], data_segment=0, data_offset=0)),
+        TensorValue(TensorSpec(dtype=6, sizes=[1, 4], mem_id=0, mem_offset=64)),
+        TensorValue(TensorSpec(dtype=6, sizes=[1, 4], mem_id=0, mem_offset=128)),
+        TensorListValue([3, 3]),
+        IntValue(0),
+        TensorValue(TensorSpec(dtype=6, sizes=[2, 4], mem_id=0, mem_offset=192)),
     ]
     p.inputs, p.outputs = [0], [6]
     p.instructions = [KernelCall(0, [0, 1, 2]), KernelCall(1, [2, 3]), KernelCall(2, [4, 5, 6])]

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Callable, Iterator
 
 from executorch.serialization import pte
-from executorch.serialization.pte import DelegateCall, KernelCall, ProgramSpec, Value
+from executorch.serialization.pte import DelegateCall, DoubleValue, KernelCall, ProgramSpec, StringValue, Value
 
 CORPUS_MAGIC = b"XTHC"
 I64_MAX = 2**63 - 1
@@ -223,7 +223,7 @@ def _scalar_is_string(spec: ProgramSpec) -> bool:
     for ins in _kernel_calls(spec):
         for a in ins.args:
             if _plan(spec).values[a].kind in ("int_list", "int", "double"):
-                _plan(spec).values[a] = Value("string", "not a number")
+                _plan(spec).values[a] = StringValue("not a number")
                 return True
     return False
 
@@ -255,7 +255,7 @@ def _set_value(spec: ProgramSpec, index: int, value: Value) -> None:
 
 
 # Training-only dropout, and the query replaced by the (None) scale: the kernels check both.
-_attention_edit("attention_dropout", lambda k, s: _set_value(s, k.args[4], Value("double", 0.5)))
+_attention_edit("attention_dropout", lambda k, s: _set_value(s, k.args[4], DoubleValue(0.5)))
 _attention_edit("attention_query_is_none", lambda k, s: k.args.__setitem__(0, k.args[6]))
 
 

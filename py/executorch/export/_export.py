@@ -16,7 +16,9 @@ from executorch.export._planner import Allocation, plan
 from executorch.export._quantize import quantize_linear_int8
 from executorch.export._recurrent import add_recurrent_decompositions
 from executorch.export._rewrite import only_first_output_read, simplify
-from executorch.serialization.pte import KernelCall, Plan, ProgramSpec, TensorSpec, Value, serialize
+from executorch.serialization.pte import (BoolListValue, BoolValue, DoubleListValue, DoubleValue, IntListValue, IntValue,
+                                         KernelCall, NullValue, Plan, ProgramSpec, StringValue, TensorListValue,
+                                         TensorSpec, TensorValue, Value, serialize)
 
 DTYPE_CODES = {
     torch.uint8: _dtypes.UINT8,
@@ -96,8 +98,8 @@ class _Lowering:
 
     # Values -------------------------------------------------------------------------------------
 
-    def add_value(self, kind: str, payload: Any = None) -> int:
-        self.plan.values.append(Value(kind, payload))
+    def add_value(self, value: Value) -> int:
+        self.plan.values.append(value)
         return len(self.plan.values) - 1
 
     def planned_tensor(self, meta: torch.Tensor, first_use: int, where: str) -> int:
@@ -108,7 +110,7 @@ class _Lowering:
             if not isinstance(s, int):
                 raise ExportError(f"{where}: dynamic size {s} (only static shapes are supported)")
             sizes.append(int(s))
-        index = self.add_value("tensor", TensorSpec(dtype=DTYPE_CODES[meta.dtype], sizes=sizes, mem_id=0))
+        index = self.add_value(TensorValue(TensorSpec(dtype=DTYPE_CODES[meta.dtype], sizes=sizes, mem_id=0)))
         nbytes = meta.element_size() * int(torch.Size(sizes).numel())
         self.allocations[index] = Allocation(size=nbytes, first_use=first_use, last_use=first_use)
         return index
@@ -128,18 +130,18 @@ class _Lowering:
         self.constants.append(data)
         self.constant_bytes = offset + len(data)
         index = self.add_value(
-            "tensor", TensorSpec(dtype=DTYPE_CODES[t.dtype], sizes=list(t.shape), data_segment=0, data_offset=offset)
+            TensorValue(TensorSpec(dtype=DTYPE_CODES[t.dtype], sizes=list(t.shape), data_segment=0, data_offset=offset))
         )
         self.constant_values[key] = index
         return index
 
     def is_tensor_of(self, index: int, dtype: torch.dtype) -> bool:
         v = self.plan.values[index]
-        return v.kind == "tensor" and v.payload.dtype == DTYPE_CODES[dtype]
+        return isinstance(v, TensorValue) and v.payload.dtype == DTYPE_CODES[dtype]
 
     def convert(self, index: int, dtype: torch.dtype, where: str) -> int:
         """A planned copy of tensor value `index` in `dtype`, made by the next instruction."""
-        meta = torch.empty(self.plan.values[index].payload.sizes, dtype=dtype, device="meta")
+        meta = torch.empty(self.plan.tensor(index).sizes, dtype=dtype, device="meta")
         out = self.planned_tensor(meta, len(self.plan.instructions), where)
         self.copy_into(index, out)
         return out
@@ -149,7 +151,7 @@ class _Lowering:
         op_index, _ = self.operator(torch.ops.aten._to_copy.default)
         self.use(src, len(self.plan.instructions))
         self.use(dst, len(self.plan.instructions))
-        args = [src] + [self.add_value("null") for _ in range(6)]
+        args = [src] + [self.add_value(NullValue()) for _ in range(6)]
         self.plan.instructions.append(KernelCall(op_index, args + [dst], 1))
 
     def widened(self, value: Any, env: dict) -> Any:
@@ -167,8 +169,8 @@ class _Lowering:
         if index in self.allocations:
             a = self.allocations[index]
             a.last_use = max(a.last_use, step)
-        elif self.plan.values[index].kind == "tensor_list":
-            for item in self.plan.values[index].payload:
+        elif isinstance(self.plan.values[index], TensorListValue):
+            for item in self.plan.tensors_in(index):
                 self.use(item, step)
 
     # Arguments ----------------------------------------------------------------------------------
@@ -182,34 +184,34 @@ class _Lowering:
                 self.use(ref, step)
                 return ref
             if ref is _MISSING:
-                return self.add_value("null")
+                return self.add_value(NullValue())
             raise ExportError(f"{where}: argument {value.name} has no single value")
         if isinstance(value, torch.Tensor):
             return self.constant_tensor(value)
         if value is None:
-            return self.add_value("null")
+            return self.add_value(NullValue())
         if isinstance(value, bool):
-            return self.add_value("bool", value)
+            return self.add_value(BoolValue(value))
         if isinstance(value, int):
-            return self.add_value("int", value)
+            return self.add_value(IntValue(value))
         if isinstance(value, float):
-            return self.add_value("double", value)
+            return self.add_value(DoubleValue(value))
         if isinstance(value, str):
-            return self.add_value("string", value)
+            return self.add_value(StringValue(value))
         if isinstance(value, torch.dtype):
-            return self.add_value("int", DTYPE_CODES[value])
+            return self.add_value(IntValue(DTYPE_CODES[value]))
         if isinstance(value, (torch.device, torch.layout, torch.memory_format)):
-            return self.add_value("null")
+            return self.add_value(NullValue())
         if isinstance(value, (list, tuple)):
             items = list(value)
             if any(isinstance(v, (torch.fx.Node, torch.Tensor)) for v in items):
-                return self.add_value("tensor_list", [self.argument(v, env, step, where) for v in items])
+                return self.add_value(TensorListValue([self.argument(v, env, step, where) for v in items]))
             if all(isinstance(v, bool) for v in items) and items:
-                return self.add_value("bool_list", items)
+                return self.add_value(BoolListValue(items))
             if all(isinstance(v, int) and not isinstance(v, bool) for v in items):
-                return self.add_value("int_list", items)
+                return self.add_value(IntListValue(items))
             if all(isinstance(v, (int, float)) for v in items):
-                return self.add_value("double_list", [float(v) for v in items])
+                return self.add_value(DoubleListValue([float(v) for v in items]))
         raise ExportError(f"{where}: argument {value!r} of type {type(value).__name__} is not supported")
 
     def operator(self, target: torch._ops.OpOverload) -> tuple[int, str]:
@@ -344,6 +346,8 @@ def _fold_batch_norm(conv_args: list[Any], bn: torch.fx.Node, env: dict) -> list
     weight, bias = value(conv_args[1]), value(conv_args[2])
     bn_args = _schema_args(bn)
     gamma, beta, mean, var = (value(a) for a in bn_args[1:5])
+    assert weight is not None and mean is not None and var is not None, "_foldable_batch_norms checked these"
+
     eps = float(bn_args[6])
     channels = weight.shape[0]
     scale = (gamma.float() if gamma is not None else torch.ones(channels)) / torch.sqrt(var.float() + eps)
@@ -378,7 +382,8 @@ def _lower(ep: torch.export.ExportedProgram, name: str, supported: set[str],
                 if isinstance(meta, torch.Tensor):
                     env[node] = low.planned_tensor(meta, -1, f"input {node.name}")
                 elif isinstance(meta, (int, float, bool)):
-                    env[node] = low.add_value({bool: "bool", int: "int", float: "double"}[type(meta)], meta)
+                    env[node] = low.add_value(BoolValue(meta) if isinstance(meta, bool) else
+                                            IntValue(meta) if isinstance(meta, int) else DoubleValue(meta))
                 else:
                     raise ExportError(f"input {node.name}: {type(meta).__name__} inputs are not supported")
                 low.plan.inputs.append(env[node])
@@ -467,8 +472,8 @@ def _lower(ep: torch.export.ExportedProgram, name: str, supported: set[str],
         if index in low.allocations:
             low.allocations[index].last_use = step
     size = plan(list(low.allocations.values()))
-    for index, a in low.allocations.items():
-        low.plan.values[index].payload.mem_offset = a.offset
+    for index, allocation in low.allocations.items():
+        low.plan.tensor(index).mem_offset = allocation.offset
     low.plan.buffer_sizes = [size]
     return low.plan, b"".join(low.constants)
 
@@ -476,11 +481,9 @@ def _lower(ep: torch.export.ExportedProgram, name: str, supported: set[str],
 def _check_all_delegated(p: Plan, dtype: torch.dtype, refused: dict[str, str]) -> None:
     """Raises where an instruction left to the CPU kernels reads or writes tensors of `dtype`,
     with the backend's reason for each such operator."""
-    from executorch.export._partition import _op_name, _tensor_args
+    from executorch.export._partition import cpu_operators_on
 
-    code = DTYPE_CODES[dtype]
-    left = sorted({_op_name(p, ins) for ins in p.instructions
-                   if isinstance(ins, KernelCall) and any(t.dtype == code for t in _tensor_args(p, ins.args))})
+    left = cpu_operators_on(p, DTYPE_CODES[dtype])
     if left:
         why = "; ".join(f"{op} ({refused.get(op, 'not delegated')})" for op in left)
         raise ExportError(f"dtype={dtype}: CudaBackend does not run {why}; the CPU kernels compute in float32, so "

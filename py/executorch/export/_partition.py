@@ -9,11 +9,22 @@ without a copy on the CPU side; such inputs are marked as device tensors in the 
 
 from __future__ import annotations
 
+import dataclasses
+
 from executorch.export._dtypes import nbytes
 from executorch.export._planner import Allocation, plan
-from executorch.serialization.pte import Delegate, DelegateCall, KernelCall, Plan, ProgramSpec, TensorSpec, Value, serialize
+from executorch.serialization.pte import (Delegate, DelegateCall, IntListValue, IntValue, KernelCall, Plan, ProgramSpec,
+                                         TensorListValue, TensorSpec, TensorValue, serialize)
 
 BACKEND_ID = "CudaBackend"
+
+
+def _kernels(instructions: list[KernelCall | DelegateCall]) -> list[KernelCall]:
+    """The instructions of a plan not yet delegated (a payload's, or the method's before
+    delegate_to_cuda rewrites it): kernel calls all."""
+    kernels = [i for i in instructions if isinstance(i, KernelCall)]
+    assert len(kernels) == len(instructions), "a delegated plan"
+    return kernels
 
 
 def _op_name(p: Plan, ins: KernelCall) -> str:
@@ -22,14 +33,14 @@ def _op_name(p: Plan, ins: KernelCall) -> str:
 
 
 def _tensor_args(p: Plan, args: list[int]) -> list[TensorSpec]:
-    out = []
-    for a in args:
-        v = p.values[a]
-        if v.kind == "tensor":
-            out.append(v.payload)
-        elif v.kind == "tensor_list":
-            out += [p.values[i].payload for i in v.payload]
-    return out
+    return [p.tensor(t) for a in args for t in p.tensors_in(a) if isinstance(p.values[t], TensorValue)]
+
+
+def cpu_operators_on(p: Plan, dtype_code: int) -> list[str]:
+    """The operators, sorted, of the kernel calls left to the CPU in delegated `p` that read or
+    write tensors of dtype `dtype_code`."""
+    return sorted({_op_name(p, ins) for ins in p.instructions
+                   if isinstance(ins, KernelCall) and any(t.dtype == dtype_code for t in _tensor_args(p, ins.args))})
 
 
 def refusals(p: Plan, constants: bytes) -> list[str]:
@@ -60,22 +71,20 @@ def _runs(p: Plan, constants: bytes, reasons: list[str] | None = None) -> list[t
 
 def _subprogram(p: Plan, constants: bytes, lo: int, hi: int) -> tuple[bytes, list[int], list[int]]:
     """The .pte of instructions [lo, hi) of `p`, and its inputs and outputs as indices of `p`."""
-    body = p.instructions[lo:hi]
+    body = _kernels(p.instructions[lo:hi])
     defined: set[int] = set()
     for ins in body:
         defined.update(ins.args[len(ins.args) - ins.num_outputs:])
     used_later = set(p.outputs)
-    for ins in p.instructions[hi:]:
-        for a in ins.args:
-            used_later.add(a)
-            if p.values[a].kind == "tensor_list":
-                used_later.update(p.values[a].payload)
+    for later in p.instructions[hi:]:
+        for a in later.args:
+            used_later.update([a, *p.tensors_in(a)])
     inputs, seen = [], set()
     for ins in body:
         for a in ins.args[: len(ins.args) - ins.num_outputs]:
-            for t in ([a] if p.values[a].kind != "tensor_list" else p.values[a].payload):
+            for t in p.tensors_in(a):
                 v = p.values[t]
-                if v.kind == "tensor" and v.payload.data_segment < 0 and t not in defined and t not in seen:
+                if isinstance(v, TensorValue) and v.payload.data_segment < 0 and t not in defined and t not in seen:
                     inputs.append(t)
                     seen.add(t)
     outputs = [t for ins in body for t in ins.args[len(ins.args) - ins.num_outputs:] if t in used_later]
@@ -102,16 +111,16 @@ def _subprogram(p: Plan, constants: bytes, lo: int, hi: int) -> tuple[bytes, lis
                 spec = TensorSpec(dtype=t.dtype, sizes=list(t.sizes), data_segment=0, data_offset=offset)
             else:
                 spec = TensorSpec(dtype=t.dtype, sizes=list(t.sizes), mem_id=0)
-            sub.values.append(Value("tensor", spec))
+            sub.values.append(TensorValue(spec))
             new = len(sub.values) - 1
             if t.data_segment < 0:
                 lifetimes[new] = Allocation(size=tensor_bytes, first_use=step, last_use=step)
         elif v.kind == "tensor_list":
             items = [copy(j, step) for j in v.payload]
-            sub.values.append(Value("tensor_list", items))
+            sub.values.append(TensorListValue(items))
             new = len(sub.values) - 1
         else:
-            sub.values.append(Value(v.kind, v.payload))
+            sub.values.append(dataclasses.replace(v))
             new = len(sub.values) - 1
         index[i] = new
         return new
@@ -133,7 +142,7 @@ def _subprogram(p: Plan, constants: bytes, lo: int, hi: int) -> tuple[bytes, lis
     groups = _shared_allocations(roots, lifetimes)
     size = plan(list(groups.values()))
     for i, (root, offset) in roots.items():
-        sub.values[i].payload.mem_offset = groups[root].offset + offset
+        sub.tensor(i).mem_offset = groups[root].offset + offset
     sub.buffer_sizes = [size]
     payload = serialize(ProgramSpec(plans=[sub], segments=[bytes(blob)], metadata={"producer": "executorch.export",
                                                                                     "backend": BACKEND_ID}))
@@ -148,7 +157,7 @@ _VIEWS = {"aten::view", "aten::_unsafe_view", "aten::clone", "aten::unsqueeze", 
 
 def _int_arg(sub: Plan, index: int, default: int | None = None) -> int | None:
     v = sub.values[index]
-    return v.payload if v.kind == "int" else default
+    return v.payload if isinstance(v, IntValue) else default
 
 
 def _keeps_layout(sub: Plan, ins: KernelCall) -> bool:
@@ -156,8 +165,9 @@ def _keeps_layout(sub: Plan, ins: KernelCall) -> bool:
     bytes in order (ViT's and the transformers' [1, len, dim] <-> [len, 1, dim] at batch 1)."""
     if sub.operators[ins.op_index][0] != "aten::permute" or len(ins.args) != 3:
         return False
-    dims = sub.values[ins.args[1]].payload if sub.values[ins.args[1]].kind == "int_list" else None
-    sizes = sub.values[ins.args[0]].payload.sizes
+    d = sub.values[ins.args[1]]
+    dims = d.payload if isinstance(d, IntListValue) else None
+    sizes = sub.tensor(ins.args[0]).sizes
     if dims is None or len(dims) != len(sizes):
         return False
     moved = [d % len(sizes) for d in dims if sizes[d % len(sizes)] != 1] if sizes else []
@@ -168,7 +178,7 @@ def _contiguous_part(sub: Plan, ins: KernelCall) -> int | None:
     """Byte offset of a select or unit-step slice whose result is one contiguous run of its input
     (every dimension before the selected one has size 1) starting 16-byte aligned; None otherwise."""
     name, overload = sub.operators[ins.op_index]
-    a = sub.values[ins.args[0]].payload
+    a = sub.tensor(ins.args[0])
     if (name, overload) not in (("aten::select", "int"), ("aten::slice", "Tensor")) or len(ins.args) < 4:
         return None
     dim = _int_arg(sub, ins.args[1])
@@ -195,11 +205,11 @@ def _roots(sub: Plan, lifetimes: dict[int, Allocation]) -> dict[int, tuple[int, 
     """For each planned value of `sub`, the value whose memory it uses and the byte offset there:
     the input of a chain of views, permutes that keep the layout, and contiguous selects or slices."""
     root = {i: (i, 0) for i in lifetimes}
-    for ins in sub.instructions:
+    for ins in _kernels(sub.instructions):
         src, dst = ins.args[0], ins.args[-1]
         if src not in root or dst not in root or ins.num_outputs != 1:
             continue
-        a, b = sub.values[src].payload, sub.values[dst].payload
+        a, b = sub.tensor(src), sub.tensor(dst)
         if a.dtype != b.dtype:
             continue
         if ((sub.operators[ins.op_index][0] in _VIEWS or _keeps_layout(sub, ins))
@@ -217,7 +227,7 @@ def _keep_linear_inputs(sub: Plan, lifetimes: dict[int, Allocation]) -> None:
     """Keeps the input of a linear layer whose output a residual add takes next (through views)
     alive until that add: the backend computes both in one matrix product that writes the add's
     output, which then may not lie on the product's input (transformers' second MLP layer)."""
-    steps = sub.instructions
+    steps = _kernels(sub.instructions)
     for k, ins in enumerate(steps):
         if sub.operators[ins.op_index] != ("aten::addmm", "") or len(ins.args) != 6:
             continue
@@ -237,12 +247,13 @@ def _pieces_in_place(sub: Plan, roots: dict[int, tuple[int, int]], lifetimes: di
     where those fill exactly its bytes and none is a payload input or output."""
     boundary = set(sub.inputs) | set(sub.outputs)
     moved: set[int] = set()
-    for ins in sub.instructions:
+    for ins in _kernels(sub.instructions):
         if sub.operators[ins.op_index] != ("aten::cat", "") or ins.num_outputs != 1:
             continue
         out = ins.args[-1]
-        pieces = sub.values[ins.args[0]].payload if sub.values[ins.args[0]].kind == "tensor_list" else []
-        o: TensorSpec = sub.values[out].payload
+        listed = sub.values[ins.args[0]]
+        pieces = listed.payload if isinstance(listed, TensorListValue) else []
+        o = sub.tensor(out)
         dim = _int_arg(sub, ins.args[1], 0) if len(ins.args) > 2 else 0
         if out not in roots or out in boundary or not o.sizes or dim is None:
             continue
@@ -252,14 +263,14 @@ def _pieces_in_place(sub: Plan, roots: dict[int, tuple[int, int]], lifetimes: di
         base_root, base = roots[out]
         at = 0
         for t in pieces:
-            spec: TensorSpec = sub.values[t].payload
+            spec = sub.tensor(t)
             size = nbytes(spec.dtype, spec.sizes)
-            r = roots.get(t, (None, 0))[0]
+            r: int | None = roots[t][0] if t in roots else None
             group = [i for i, (root, _) in roots.items() if root == r]
             fits = (r is not None and r not in moved and r != base_root and roots[t][1] == 0 and spec.dtype == o.dtype
                     and (base + at) % 16 == 0  # tensors start 16-byte aligned, as planned
                     and not boundary & set(group) and max(roots[i][1] + lifetimes[i].size for i in group) == size)
-            if fits:
+            if fits and r is not None:
                 for i in group:
                     roots[i] = (base_root, base + at + roots[i][1])
                 moved.add(r)
@@ -282,14 +293,12 @@ def _drop_unused_constants(p: Plan, constants: bytes) -> bytes:
     used: set[int] = set(p.outputs)
     for ins in p.instructions:
         for a in ins.args:
-            used.add(a)
-            if p.values[a].kind == "tensor_list":
-                used.update(p.values[a].payload)
+            used.update([a, *p.tensors_in(a)])
     blob = bytearray()
     for i, v in enumerate(p.values):
-        if v.kind != "tensor" or v.payload.data_segment != 0:
+        if not isinstance(v, TensorValue) or v.payload.data_segment != 0:
             continue
-        t: TensorSpec = v.payload
+        t = v.payload
         if i not in used:  # now read only inside a delegate: no data here
             t.data_segment, t.data_offset = -1, 0
             continue
@@ -307,7 +316,7 @@ def delegate_to_cuda(p: Plan, constants: bytes, segments: list[bytes],
     delegate calls, and for each operator left to the CPU kernels the backend's first reason."""
     reasons = refusals(p, constants)
     refused: dict[str, str] = {}
-    for ins, why in zip(p.instructions, reasons):
+    for ins, why in zip(_kernels(p.instructions), reasons):
         if why:
             refused.setdefault(_op_name(p, ins), why)
     runs = _runs(p, constants, reasons)
@@ -328,12 +337,12 @@ def delegate_to_cuda(p: Plan, constants: bytes, segments: list[bytes],
     segments[0] = _drop_unused_constants(p, constants)
     # Inputs only delegates read are handed over as they are (host or device memory).
     readers: dict[int, list] = {}
-    for ins in p.instructions:
-        for a in ins.args:
-            readers.setdefault(a, []).append(ins)
+    for instruction in p.instructions:
+        for a in instruction.args:
+            readers.setdefault(a, []).append(instruction)
     for i in p.inputs:
         users = readers.get(i, [])
         if users and all(isinstance(u, DelegateCall) for u in users) and i not in p.outputs:
-            spec: TensorSpec = p.values[i].payload
+            spec = p.tensor(i)
             spec.mem_id, spec.mem_offset, spec.device = -1, 0, 1
     return len(runs), refused

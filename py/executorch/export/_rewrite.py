@@ -123,7 +123,7 @@ def _explicit_promotions(graph: torch.fx.Graph) -> None:
     for n in list(graph.nodes):
         positions = _PROMOTING.get(n.target) if n.op == "call_function" else None
         out = n.meta.get("val") if positions else None
-        if not isinstance(out, torch.Tensor) or not out.is_floating_point():
+        if positions is None or not isinstance(out, torch.Tensor) or not out.is_floating_point():
             continue
         args = list(n.args)
         for i in positions:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal, Union
 
 import flatbuffers
 import numpy as np
@@ -35,12 +35,69 @@ class TensorSpec:
     device_index: int = 0
 
 
+# Values, one class per kind: `kind` names it (as the runtime's EValue tags do), `payload` holds it.
 @dataclass
-class Value:
-    """kind: null, int, double, bool, string, tensor, int_list, double_list, bool_list, tensor_list."""
+class NullValue:
+    kind: Literal["null"] = field(default="null", init=False)
+    payload: None = field(default=None, init=False)
 
-    kind: str
-    payload: Any = None
+
+@dataclass
+class IntValue:
+    payload: int
+    kind: Literal["int"] = field(default="int", init=False)
+
+
+@dataclass
+class DoubleValue:
+    payload: float
+    kind: Literal["double"] = field(default="double", init=False)
+
+
+@dataclass
+class BoolValue:
+    payload: bool
+    kind: Literal["bool"] = field(default="bool", init=False)
+
+
+@dataclass
+class StringValue:
+    payload: str
+    kind: Literal["string"] = field(default="string", init=False)
+
+
+@dataclass
+class TensorValue:
+    payload: TensorSpec
+    kind: Literal["tensor"] = field(default="tensor", init=False)
+
+
+@dataclass
+class IntListValue:
+    payload: list[int]
+    kind: Literal["int_list"] = field(default="int_list", init=False)
+
+
+@dataclass
+class DoubleListValue:
+    payload: list[float]
+    kind: Literal["double_list"] = field(default="double_list", init=False)
+
+
+@dataclass
+class BoolListValue:
+    payload: list[bool]
+    kind: Literal["bool_list"] = field(default="bool_list", init=False)
+
+
+@dataclass
+class TensorListValue:
+    payload: list[int]  # indices of tensor values
+    kind: Literal["tensor_list"] = field(default="tensor_list", init=False)
+
+
+Value = Union[NullValue, IntValue, DoubleValue, BoolValue, StringValue, TensorValue, IntListValue, DoubleListValue,
+              BoolListValue, TensorListValue]
 
 
 @dataclass
@@ -73,6 +130,18 @@ class Plan:
     operators: list[tuple[str, str]] = field(default_factory=list)
     delegates: list[Delegate] = field(default_factory=list)
     buffer_sizes: list[int] = field(default_factory=list)
+
+    def tensor(self, index: int) -> TensorSpec:
+        """Value `index`, a tensor (ValueError for another kind)."""
+        v = self.values[index]
+        if not isinstance(v, TensorValue):
+            raise ValueError(f"value {index} is a {v.kind}, not a tensor")
+        return v.payload
+
+    def tensors_in(self, index: int) -> list[int]:
+        """The tensor values value `index` stands for: itself, or a tensor list's items."""
+        v = self.values[index]
+        return v.payload if isinstance(v, TensorListValue) else [index]
 
 
 @dataclass
@@ -108,51 +177,50 @@ def _tensor(b: flatbuffers.Builder, t: TensorSpec) -> int:
 
 
 def _value(b: flatbuffers.Builder, v: Value) -> int:
-    kind, p = v.kind, v.payload
-    if kind == "null":
+    if isinstance(v, NullValue):
         fb.NullStart(b)
         off, typ = fb.NullEnd(b), fb.KernelTypes.Null
-    elif kind == "int":
+    elif isinstance(v, IntValue):
         fb.IntStart(b)
-        fb.IntAddIntVal(b, int(p))
+        fb.IntAddIntVal(b, int(v.payload))
         off, typ = fb.IntEnd(b), fb.KernelTypes.Int
-    elif kind == "double":
+    elif isinstance(v, DoubleValue):
         fb.DoubleStart(b)
-        fb.DoubleAddDoubleVal(b, float(p))
+        fb.DoubleAddDoubleVal(b, float(v.payload))
         off, typ = fb.DoubleEnd(b), fb.KernelTypes.Double
-    elif kind == "bool":
+    elif isinstance(v, BoolValue):
         fb.BoolStart(b)
-        fb.BoolAddBoolVal(b, bool(p))
+        fb.BoolAddBoolVal(b, bool(v.payload))
         off, typ = fb.BoolEnd(b), fb.KernelTypes.Bool
-    elif kind == "string":
-        s = b.CreateString(p)
+    elif isinstance(v, StringValue):
+        s = b.CreateString(v.payload)
         fb.StringStart(b)
         fb.StringAddStringVal(b, s)
         off, typ = fb.StringEnd(b), fb.KernelTypes.String
-    elif kind == "tensor":
-        off, typ = _tensor(b, p), fb.KernelTypes.Tensor
-    elif kind == "int_list":
-        items = _numbers(b, p, "<i8")
+    elif isinstance(v, TensorValue):
+        off, typ = _tensor(b, v.payload), fb.KernelTypes.Tensor
+    elif isinstance(v, IntListValue):
+        items = _numbers(b, v.payload, "<i8")
         fb.IntListStart(b)
         fb.IntListAddItems(b, items)
         off, typ = fb.IntListEnd(b), fb.KernelTypes.IntList
-    elif kind == "double_list":
-        items = _numbers(b, p, "<f8")
+    elif isinstance(v, DoubleListValue):
+        items = _numbers(b, v.payload, "<f8")
         fb.DoubleListStart(b)
         fb.DoubleListAddItems(b, items)
         off, typ = fb.DoubleListEnd(b), fb.KernelTypes.DoubleList
-    elif kind == "bool_list":
-        items = _numbers(b, p, "u1")
+    elif isinstance(v, BoolListValue):
+        items = _numbers(b, v.payload, "u1")
         fb.BoolListStart(b)
         fb.BoolListAddItems(b, items)
         off, typ = fb.BoolListEnd(b), fb.KernelTypes.BoolList
-    elif kind == "tensor_list":
-        items = _numbers(b, p, "<i4")
+    elif isinstance(v, TensorListValue):
+        items = _numbers(b, v.payload, "<i4")
         fb.TensorListStart(b)
         fb.TensorListAddItems(b, items)
         off, typ = fb.TensorListEnd(b), fb.KernelTypes.TensorList
     else:
-        raise ValueError(f"unknown value kind {kind!r}")
+        raise ValueError(f"unknown value {v!r}")
     fb.EValueStart(b)
     fb.EValueAddValType(b, typ)
     fb.EValueAddVal(b, off)
@@ -293,27 +361,31 @@ def _read_value(ev: Any) -> Value:
     if kind is None:
         raise ValueError(f"unknown value type {ev.ValType()}")
     if kind == "null":
-        return Value("null")
+        return NullValue()
     table = ev.Val()
     cls = {"int": fb.Int, "double": fb.Double, "bool": fb.Bool, "string": fb.String, "tensor": fb.Tensor,
            "int_list": fb.IntList, "double_list": fb.DoubleList, "bool_list": fb.BoolList,
            "tensor_list": fb.TensorList}[kind]
-    obj = cls()
+    obj: Any = cls()  # the generated reader of that table
     obj.Init(table.Bytes, table.Pos)
     if kind == "int":
-        return Value(kind, obj.IntVal())
+        return IntValue(obj.IntVal())
     if kind == "double":
-        return Value(kind, obj.DoubleVal())
+        return DoubleValue(obj.DoubleVal())
     if kind == "bool":
-        return Value(kind, bool(obj.BoolVal()))
+        return BoolValue(bool(obj.BoolVal()))
     if kind == "string":
-        return Value(kind, obj.StringVal().decode())
+        return StringValue(obj.StringVal().decode())
     if kind == "tensor":
-        return Value(kind, TensorSpec(dtype=obj.ScalarType(), sizes=[obj.Sizes(j) for j in range(obj.SizesLength())],
+        return TensorValue(TensorSpec(dtype=obj.ScalarType(), sizes=[obj.Sizes(j) for j in range(obj.SizesLength())],
                                       data_segment=obj.DataSegment(), data_offset=obj.DataOffset(), mem_id=obj.MemId(),
                                       mem_offset=obj.MemOffset(), device=obj.Device(), device_index=obj.DeviceIndex()))
     items = [obj.Items(j) for j in range(obj.ItemsLength())]
-    return Value(kind, [bool(i) for i in items] if kind == "bool_list" else items)
+    if kind == "bool_list":
+        return BoolListValue([bool(i) for i in items])
+    if kind == "double_list":
+        return DoubleListValue(items)
+    return IntListValue(items) if kind == "int_list" else TensorListValue(items)
 
 
 def _read_plan(ep: Any) -> Plan:
@@ -340,14 +412,14 @@ def _read_plan(ep: Any) -> Plan:
             ins = chain.Instructions(j)
             table = ins.InstrArgs()
             if ins.InstrArgsType() == fb.InstructionArguments.KernelCall:
-                k = fb.KernelCall()
-                k.Init(table.Bytes, table.Pos)
+                kernel = fb.KernelCall()
+                kernel.Init(table.Bytes, table.Pos)
                 # Outputs are not recorded in the file; one is as good a guess as any for re-serializing.
-                p.instructions.append(KernelCall(k.OpIndex(), [k.Args(a) for a in range(k.ArgsLength())]))
+                p.instructions.append(KernelCall(kernel.OpIndex(), [kernel.Args(a) for a in range(kernel.ArgsLength())]))
             elif ins.InstrArgsType() == fb.InstructionArguments.DelegateCall:
-                k = fb.DelegateCall()
-                k.Init(table.Bytes, table.Pos)
-                p.instructions.append(DelegateCall(k.DelegateIndex(), [k.Args(a) for a in range(k.ArgsLength())]))
+                call = fb.DelegateCall()
+                call.Init(table.Bytes, table.Pos)
+                p.instructions.append(DelegateCall(call.DelegateIndex(), [call.Args(a) for a in range(call.ArgsLength())]))
             else:
                 raise ValueError(f"unsupported instruction type {ins.InstrArgsType()}")
     return p

@@ -49,7 +49,7 @@ def probe() -> dict[str, Any]:
     }
     for so in sorted(lib_dir.glob("*.so*")) if lib_dir.is_dir() else []:
         handle = ctypes.CDLL(str(so))  # already loaded by the extension: the same object
-        answers = {}
+        answers: dict[str, Any] = {}
         for key, (symbol, restype) in PROBES.items():
             try:
                 fn = getattr(handle, symbol)  # dlsym: the library itself, then what it needs

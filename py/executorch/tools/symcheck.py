@@ -74,7 +74,7 @@ def read_shared_object(path: Path, name: str) -> SharedObject:
                     elif tag.entry.d_tag == "DT_SONAME":
                         so.soname = tag.soname
                     elif tag.entry.d_tag in ("DT_RUNPATH", "DT_RPATH"):
-                        so.runpath = (getattr(tag, "runpath", None) or getattr(tag, "rpath", "")).split(":")
+                        so.runpath = str(getattr(tag, "runpath", None) or getattr(tag, "rpath", "")).split(":")
             elif isinstance(section, SymbolTableSection) and section.name in (".dynsym", ".symtab"):
                 table = so.dynsym if section.name == ".dynsym" else so.symtab
                 for sym in section.iter_symbols():
