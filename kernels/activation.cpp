@@ -72,11 +72,17 @@ Error softplus(KernelRuntimeContext&, Args args) {
 
 // asin, acos, sinh, cosh, acosh, atanh and log10 compute through double: glibc 2.43 gave their
 // float versions new symbol versions, which older systems lack.
-#define UNARY(fn, name, expr) \
-  Error fn(KernelRuntimeContext&, Args args) { return unary(args, name, 2, [](auto x) { using T = decltype(x); (void)T(0); return expr; }); }
-UNARY(hardswish, "aten::hardswish", x * std::min(std::max(x + T(3), T(0)), T(6)) / T(6))
+#define UNARY(fn, name, expr)                  \
+  Error fn(KernelRuntimeContext&, Args args) { \
+    return unary(args, name, 2, [](auto x) {   \
+      using T = decltype(x);                   \
+      (void)T(0);                              \
+      return expr;                             \
+    });                                        \
+  }
+UNARY(hardswish, "aten::hardswish", x* std::min(std::max(x + T(3), T(0)), T(6)) / T(6))
 UNARY(hardsigmoid, "aten::hardsigmoid", std::min(std::max(x + T(3), T(0)), T(6)) / T(6))
-UNARY(mish, "aten::mish", x * std::tanh(x > T(20) ? x : std::log1p(std::exp(x))))
+UNARY(mish, "aten::mish", x* std::tanh(x > T(20) ? x : std::log1p(std::exp(x))))
 UNARY(sign, "aten::sign", static_cast<T>((x > T(0)) - (x < T(0))))
 UNARY(floor_, "aten::floor", std::floor(x))
 UNARY(ceil_, "aten::ceil", std::ceil(x))

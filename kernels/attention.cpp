@@ -68,7 +68,8 @@ Error scaled_dot_product_attention(KernelRuntimeContext&, Args args) {
   ET_TRY(tensor_at(args, 1, kOp, &k));
   ET_TRY(tensor_at(args, 2, kOp, &v));
   ET_TRY(tensor_at(args, 8, kOp, &out));
-  for (const Tensor* t : {q, k, v, out}) ET_TRY(check_dtype(*t, ScalarType::Float, kOp, "query, key, value and output"));
+  for (const Tensor* t : {q, k, v, out})
+    ET_TRY(check_dtype(*t, ScalarType::Float, kOp, "query, key, value and output"));
   Tensor* mask = nullptr;
   if (!args[3]->is_none()) {
     ET_TRY(tensor_at(args, 3, kOp, &mask));

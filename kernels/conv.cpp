@@ -197,9 +197,10 @@ Error convolution(KernelRuntimeContext&, Args args) {
   const Dims is = spatial(*in, nd), k = spatial(*w, nd);
   // Weight: [oc, c / groups, k...], or transposed [c, oc / groups, k...].
   const int64_t oc = transposed ? w->size(1) * groups : w->size(0);
-  KCHECK(groups >= 1 && c % groups == 0 && oc % groups == 0 && (transposed ? w->size(0) == c : w->size(1) == c / groups),
-         "%s: channels (%lld in, %lld out, weight %lld) do not split into %lld groups", op, static_cast<long long>(c),
-         static_cast<long long>(oc), static_cast<long long>(w->size(1)), static_cast<long long>(groups));
+  KCHECK(
+      groups >= 1 && c % groups == 0 && oc % groups == 0 && (transposed ? w->size(0) == c : w->size(1) == c / groups),
+      "%s: channels (%lld in, %lld out, weight %lld) do not split into %lld groups", op, static_cast<long long>(c),
+      static_cast<long long>(oc), static_cast<long long>(w->size(1)), static_cast<long long>(groups));
   Dims os;
   for (int d = 0; d < kDims; ++d) {
     KCHECK(win.stride[d] > 0 && win.dil[d] > 0 && win.pad[d] >= 0 && out_pad[d] >= 0,
@@ -444,12 +445,10 @@ Error avg_pool(KernelRuntimeContext&, Args args) {
   const int64_t in_vol = volume(p.in);
   auto axis = [&](int d, int64_t i) { return strided_axis(i, pw.k[d], pw.w.stride[d], pw.w.pad[d], 1, p.in[d]); };
   // The window clipped to the padded input, which count_include_pad divides by.
-  auto padded = [&](int d, const Axis& a) {
-    return std::min(a.start + pw.k[d], p.in[d] + pw.w.pad[d]) - a.start;
-  };
+  auto padded = [&](int d, const Axis& a) { return std::min(a.start + pw.k[d], p.in[d] + pw.w.pad[d]) - a.start; };
   for_each_window(p, o, axis, [&](int64_t plane, int64_t at, const Axis& az, const Axis& ay, const Axis& ax) {
     const float sum = window_sum(x + plane * in_vol, p.in, az, ay, ax);
-    const int64_t count = divisor ? divisor
+    const int64_t count = divisor       ? divisor
                           : include_pad ? padded(0, az) * padded(1, ay) * padded(2, ax)
                                         : cells(az, ay, ax);
     y[at] = count > 0 ? sum / static_cast<float>(count) : 0.f;

@@ -72,11 +72,15 @@ Error output_at(Args args, size_t i, const char* op, Tensor** out, Math* math) {
   ET_TRY(tensor_at(args, i, op, out));
   switch ((*out)->scalar_type()) {
     case ScalarType::Float: *math = Math::Float; break;
-    case ScalarType::Double: case ScalarType::Half: case ScalarType::BFloat16: *math = Math::Double; break;
-    case ScalarType::Long: case ScalarType::Int: case ScalarType::Short: case ScalarType::Bool: case ScalarType::Byte:
-    case ScalarType::Char:
-      *math = Math::Int;
-      break;
+    case ScalarType::Double:
+    case ScalarType::Half:
+    case ScalarType::BFloat16: *math = Math::Double; break;
+    case ScalarType::Long:
+    case ScalarType::Int:
+    case ScalarType::Short:
+    case ScalarType::Bool:
+    case ScalarType::Byte:
+    case ScalarType::Char: *math = Math::Int; break;
     default:
       return ET_ERROR(Error::InvalidArgument, "%s: output dtype %s is not supported", op,
                       runtime::to_string((*out)->scalar_type()));
@@ -102,8 +106,7 @@ Error binary(Args args, const char* op, bool has_alpha, F f) {
       const float al = static_cast<float>(alpha);
       return apply_binary<float>(a, b, *out, op, [&](float x, float y) { return f(x, y, al); });
     }
-    case Math::Double:
-      return apply_binary<double>(a, b, *out, op, [&](double x, double y) { return f(x, y, alpha); });
+    case Math::Double: return apply_binary<double>(a, b, *out, op, [&](double x, double y) { return f(x, y, alpha); });
     case Math::Int: {
       const int64_t al = static_cast<int64_t>(alpha);
       return apply_binary<int64_t>(a, b, *out, op, [&](int64_t x, int64_t y) { return f(x, y, al); });
@@ -134,14 +137,19 @@ Error compare(Args args, const char* op, F f) {
   return apply_binary<double>(a, b, *out, op, [&](double x, double y) { return f(x, y) ? 1.0 : 0.0; });
 }
 
-#define BINARY(fn, name, alpha, expr) \
-  Error fn(KernelRuntimeContext&, Args args) { return binary(args, name, alpha, [](auto x, auto y, auto al) { (void)al; return expr; }); }
+#define BINARY(fn, name, alpha, expr)                              \
+  Error fn(KernelRuntimeContext&, Args args) {                     \
+    return binary(args, name, alpha, [](auto x, auto y, auto al) { \
+      (void)al;                                                    \
+      return expr;                                                 \
+    });                                                            \
+  }
 BINARY(add, "aten::add.Tensor", true, x + al * y)
 BINARY(add_scalar, "aten::add.Scalar", true, x + al * y)
 BINARY(sub, "aten::sub.Tensor", true, x - al * y)
 BINARY(sub_scalar, "aten::sub.Scalar", true, x - al * y)
-BINARY(mul, "aten::mul.Tensor", false, x * y)
-BINARY(mul_scalar, "aten::mul.Scalar", false, x * y)
+BINARY(mul, "aten::mul.Tensor", false, x* y)
+BINARY(mul_scalar, "aten::mul.Scalar", false, x* y)
 BINARY(maximum, "aten::maximum", false, (x > y || x != x) ? x : y)
 BINARY(minimum, "aten::minimum", false, (x < y || x != x) ? x : y)
 #undef BINARY
@@ -199,14 +207,31 @@ T py_remainder(T x, T y) {
 }
 
 template <typename T>
-T bit_and(T x, T y) { if constexpr (std::is_integral<T>::value) return x & y; else return T((x != 0) && (y != 0)); }
+T bit_and(T x, T y) {
+  if constexpr (std::is_integral<T>::value)
+    return x & y;
+  else
+    return T((x != 0) && (y != 0));
+}
 template <typename T>
-T bit_or(T x, T y) { if constexpr (std::is_integral<T>::value) return x | y; else return T((x != 0) || (y != 0)); }
+T bit_or(T x, T y) {
+  if constexpr (std::is_integral<T>::value)
+    return x | y;
+  else
+    return T((x != 0) || (y != 0));
+}
 template <typename T>
-T bit_xor(T x, T y) { if constexpr (std::is_integral<T>::value) return x ^ y; else return T((x != 0) != (y != 0)); }
+T bit_xor(T x, T y) {
+  if constexpr (std::is_integral<T>::value)
+    return x ^ y;
+  else
+    return T((x != 0) != (y != 0));
+}
 
-#define BINARY(fn, name, expr) \
-  Error fn(KernelRuntimeContext&, Args args) { return binary(args, name, false, [](auto x, auto y, auto) { return expr; }); }
+#define BINARY(fn, name, expr)                                                   \
+  Error fn(KernelRuntimeContext&, Args args) {                                   \
+    return binary(args, name, false, [](auto x, auto y, auto) { return expr; }); \
+  }
 BINARY(fmod_tensor, "aten::fmod.Tensor", c_fmod(x, y))
 BINARY(fmod_scalar, "aten::fmod.Scalar", c_fmod(x, y))
 BINARY(remainder_tensor, "aten::remainder.Tensor", py_remainder(x, y))
@@ -218,7 +243,8 @@ BINARY(bitwise_or_tensor, "aten::bitwise_or.Tensor", bit_or(x, y))
 BINARY(bitwise_or_scalar, "aten::bitwise_or.Scalar", bit_or(x, y))
 BINARY(bitwise_xor_tensor, "aten::bitwise_xor.Tensor", bit_xor(x, y))
 BINARY(bitwise_xor_scalar, "aten::bitwise_xor.Scalar", bit_xor(x, y))
-BINARY(atan2_, "aten::atan2", std::atan2(static_cast<double>(x), static_cast<double>(y)))  // atan2f has a glibc 2.43 symbol version
+BINARY(atan2_, "aten::atan2",
+       std::atan2(static_cast<double>(x), static_cast<double>(y)))  // atan2f has a glibc 2.43 symbol version
 BINARY(pow_scalar, "aten::pow.Scalar", std::pow(x, y))
 #undef BINARY
 
@@ -238,18 +264,21 @@ Error div_mode(Args args, const char* op) {
   const Args rest(three, 3);
   switch (mode) {
     case 0: return binary(rest, op, false, [](auto x, auto y, auto) { return int_safe_div(x, y); });
-    case 1: return binary(rest, op, false, [](auto x, auto y, auto) {
-      using T = decltype(x);
-      return std::is_integral<T>::value ? int_safe_div(x, y) : static_cast<T>(std::trunc(x / y));
-    });
+    case 1:
+      return binary(rest, op, false, [](auto x, auto y, auto) {
+        using T = decltype(x);
+        return std::is_integral<T>::value ? int_safe_div(x, y) : static_cast<T>(std::trunc(x / y));
+      });
     default: return binary(rest, op, false, [](auto x, auto y, auto) { return floor_div(x, y); });
   }
 }
 Error div_tensor_mode(KernelRuntimeContext&, Args args) { return div_mode(args, "aten::div.Tensor_mode"); }
 Error div_scalar_mode(KernelRuntimeContext&, Args args) { return div_mode(args, "aten::div.Scalar_mode"); }
 
-#define COMPARE(fn, name, expr) \
-  Error fn(KernelRuntimeContext&, Args args) { return compare(args, name, [](double x, double y) { return expr; }); }
+#define COMPARE(fn, name, expr)                                          \
+  Error fn(KernelRuntimeContext&, Args args) {                           \
+    return compare(args, name, [](double x, double y) { return expr; }); \
+  }
 COMPARE(eq_tensor, "aten::eq.Tensor", x == y)
 COMPARE(eq_scalar, "aten::eq.Scalar", x == y)
 COMPARE(ne_tensor, "aten::ne.Tensor", x != y)
@@ -290,9 +319,8 @@ Error where(KernelRuntimeContext&, Args args) {
     const float* pa = a.tensor->data_ptr<float>();
     const float* pb = b.tensor->data_ptr<float>();
     float* po = out->data_ptr<float>();
-    for_each_broadcast<3>(*out, strides, [&](int64_t i, const int64_t* offs) {
-      po[i] = c[offs[0]] ? pa[offs[1]] : pb[offs[2]];
-    });
+    for_each_broadcast<3>(*out, strides,
+                          [&](int64_t i, const int64_t* offs) { po[i] = c[offs[0]] ? pa[offs[1]] : pb[offs[2]]; });
     return Error::Ok;
   }
   for_each_broadcast<3>(*out, strides, [&](int64_t i, const int64_t* offs) {
@@ -301,8 +329,10 @@ Error where(KernelRuntimeContext&, Args args) {
   return Error::Ok;
 }
 
-#define UNARY(fn, name, expr) \
-  Error fn(KernelRuntimeContext&, Args args) { return unary(args, name, 2, [](auto x) { return expr; }); }
+#define UNARY(fn, name, expr)                                 \
+  Error fn(KernelRuntimeContext&, Args args) {                \
+    return unary(args, name, 2, [](auto x) { return expr; }); \
+  }
 UNARY(neg, "aten::neg", -x)
 UNARY(relu, "aten::relu", x > 0 ? x : decltype(x)(0))
 UNARY(silu, "aten::silu", x / (1 + std::exp(-x)))
@@ -342,7 +372,8 @@ Error masked_fill(Args args, const char* op) {
   ET_TRY(tensor_at(args, 1, op, &mask));
   ET_TRY(tensor_at(args, 3, op, &out));
   ET_TRY(check_dtype(*mask, ScalarType::Bool, op, "mask"));
-  KCHECK(is_supported_dtype(self->scalar_type()) && out->scalar_type() == self->scalar_type(), "%s: dtype mismatch", op);
+  KCHECK(is_supported_dtype(self->scalar_type()) && out->scalar_type() == self->scalar_type(), "%s: dtype mismatch",
+         op);
   double value;
   if (args[2]->is_tensor()) {
     Tensor* v;
@@ -387,9 +418,8 @@ Error copy(KernelRuntimeContext&, Args args) {
   }
   int64_t strides[1][kMaxDim] = {};
   ET_TRY(broadcast_strides(*src, *out, op, strides[0]));
-  for_each_broadcast<1>(*out, strides, [&](int64_t i, const int64_t* offs) {
-    store<double>(*out, i, load<double>(*src, offs[0]));
-  });
+  for_each_broadcast<1>(*out, strides,
+                        [&](int64_t i, const int64_t* offs) { store<double>(*out, i, load<double>(*src, offs[0])); });
   return Error::Ok;
 }
 
@@ -398,7 +428,8 @@ Error copy(KernelRuntimeContext&, Args args) {
 inline float fast_erf(float x) {
   const float ax = std::fabs(x);
   const float t = 1.f / (1.f + 0.3275911f * ax);
-  const float poly = t * (0.254829592f + t * (-0.284496736f + t * (1.421413741f + t * (-1.453152027f + t * 1.061405429f))));
+  const float poly =
+      t * (0.254829592f + t * (-0.284496736f + t * (1.421413741f + t * (-1.453152027f + t * 1.061405429f))));
   const float y = 1.f - poly * std::exp(-ax * ax);
   return x < 0 ? -y : y;
 }
@@ -420,8 +451,9 @@ Error gelu(KernelRuntimeContext&, Args args) {
   }
   return unary(args, op, 3, [](auto x) {
     using T = decltype(x);
-    return T(0.5) * x * (1 + (std::is_same<T, float>::value ? fast_erf(x * T(0.7071067811865476))
-                                                             : std::erf(x * T(0.7071067811865476))));
+    return T(0.5) * x *
+           (1 + (std::is_same<T, float>::value ? fast_erf(x * T(0.7071067811865476))
+                                               : std::erf(x * T(0.7071067811865476))));
   });
 }
 

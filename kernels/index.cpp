@@ -32,15 +32,15 @@ Error same_dtype(const Tensor& a, const Tensor& b, const char* op) {
 // An index value, wrapped and bounds-checked against `size`.
 Error index_value(const Tensor& idx, int64_t at, int64_t size, const char* op, int64_t* out) {
   int64_t v = load<int64_t>(idx, at);
-  KCHECK(v >= -size && v < size, "%s: index %lld is out of range for a dimension of %lld", op, static_cast<long long>(v),
-         static_cast<long long>(size));
+  KCHECK(v >= -size && v < size, "%s: index %lld is out of range for a dimension of %lld", op,
+         static_cast<long long>(v), static_cast<long long>(size));
   *out = v < 0 ? v + size : v;
   return Error::Ok;
 }
 
 Error integer_index(const Tensor& t, const char* op) {
-  KCHECK(t.scalar_type() == ScalarType::Long || t.scalar_type() == ScalarType::Int, "%s: indices must be int64 or int32",
-         op);
+  KCHECK(t.scalar_type() == ScalarType::Long || t.scalar_type() == ScalarType::Int,
+         "%s: indices must be int64 or int32", op);
   return Error::Ok;
 }
 
@@ -112,10 +112,13 @@ Error flip(KernelRuntimeContext&, Args args) {
     ET_TRY(normalize_dim(d, in->dim(), op, &nd));
     flipped[nd] = true;
   }
-  gather_elements(*in, *out, [&](const int64_t* c, int64_t* s) {
-    for (int d = 0; d < in->dim(); ++d) s[d] = flipped[d] ? in->size(d) - 1 - c[d] : c[d];
-    return true;
-  }, nullptr);
+  gather_elements(
+      *in, *out,
+      [&](const int64_t* c, int64_t* s) {
+        for (int d = 0; d < in->dim(); ++d) s[d] = flipped[d] ? in->size(d) - 1 - c[d] : c[d];
+        return true;
+      },
+      nullptr);
   return Error::Ok;
 }
 
@@ -148,13 +151,16 @@ Error roll(KernelRuntimeContext&, Args args) {
     ET_TRY(normalize_dim(dims[k], in->dim(), op, &nd));
     shift[nd] += shifts[k];
   }
-  gather_elements(*in, *out, [&](const int64_t* c, int64_t* s) {
-    for (int d = 0; d < in->dim(); ++d) {
-      const int64_t n = in->size(d);
-      s[d] = (((c[d] - shift[d]) % n) + n) % n;
-    }
-    return true;
-  }, nullptr);
+  gather_elements(
+      *in, *out,
+      [&](const int64_t* c, int64_t* s) {
+        for (int d = 0; d < in->dim(); ++d) {
+          const int64_t n = in->size(d);
+          s[d] = (((c[d] - shift[d]) % n) + n) % n;
+        }
+        return true;
+      },
+      nullptr);
   return Error::Ok;
 }
 
@@ -194,32 +200,47 @@ Error pad(Args args, const char* op, size_t count, Pad mode) {
     Tensor cell(in->scalar_type(), 1, one, one, fill);
     store<double>(cell, 0, value);
   }
-  gather_elements(*in, *out, [&](const int64_t* c, int64_t* s) {
-    for (int d = 0; d < in->dim(); ++d) {
-      const int64_t n = in->size(d);
-      int64_t x = c[d] - before[d];
-      if (x < 0 || x >= n) {
-        switch (mode) {
-          case Pad::Constant: return false;
-          case Pad::Reflect: x = x < 0 ? -x : 2 * (n - 1) - x; break;
-          case Pad::Replicate: x = x < 0 ? 0 : n - 1; break;
-          case Pad::Circular: x = ((x % n) + n) % n; break;
+  gather_elements(
+      *in, *out,
+      [&](const int64_t* c, int64_t* s) {
+        for (int d = 0; d < in->dim(); ++d) {
+          const int64_t n = in->size(d);
+          int64_t x = c[d] - before[d];
+          if (x < 0 || x >= n) {
+            switch (mode) {
+              case Pad::Constant: return false;
+              case Pad::Reflect: x = x < 0 ? -x : 2 * (n - 1) - x; break;
+              case Pad::Replicate: x = x < 0 ? 0 : n - 1; break;
+              case Pad::Circular: x = ((x % n) + n) % n; break;
+            }
+          }
+          s[d] = x;
         }
-      }
-      s[d] = x;
-    }
-    return true;
-  }, fill);
+        return true;
+      },
+      fill);
   return Error::Ok;
 }
 
 Error constant_pad_nd(KernelRuntimeContext&, Args args) { return pad(args, "aten::constant_pad_nd", 4, Pad::Constant); }
-Error reflection_pad1d(KernelRuntimeContext&, Args args) { return pad(args, "aten::reflection_pad1d", 3, Pad::Reflect); }
-Error reflection_pad2d(KernelRuntimeContext&, Args args) { return pad(args, "aten::reflection_pad2d", 3, Pad::Reflect); }
-Error reflection_pad3d(KernelRuntimeContext&, Args args) { return pad(args, "aten::reflection_pad3d", 3, Pad::Reflect); }
-Error replication_pad1d(KernelRuntimeContext&, Args args) { return pad(args, "aten::replication_pad1d", 3, Pad::Replicate); }
-Error replication_pad2d(KernelRuntimeContext&, Args args) { return pad(args, "aten::replication_pad2d", 3, Pad::Replicate); }
-Error replication_pad3d(KernelRuntimeContext&, Args args) { return pad(args, "aten::replication_pad3d", 3, Pad::Replicate); }
+Error reflection_pad1d(KernelRuntimeContext&, Args args) {
+  return pad(args, "aten::reflection_pad1d", 3, Pad::Reflect);
+}
+Error reflection_pad2d(KernelRuntimeContext&, Args args) {
+  return pad(args, "aten::reflection_pad2d", 3, Pad::Reflect);
+}
+Error reflection_pad3d(KernelRuntimeContext&, Args args) {
+  return pad(args, "aten::reflection_pad3d", 3, Pad::Reflect);
+}
+Error replication_pad1d(KernelRuntimeContext&, Args args) {
+  return pad(args, "aten::replication_pad1d", 3, Pad::Replicate);
+}
+Error replication_pad2d(KernelRuntimeContext&, Args args) {
+  return pad(args, "aten::replication_pad2d", 3, Pad::Replicate);
+}
+Error replication_pad3d(KernelRuntimeContext&, Args args) {
+  return pad(args, "aten::replication_pad3d", 3, Pad::Replicate);
+}
 
 // Advanced indexing: `indices` (Tensor?[]) index the leading dimensions; None keeps a dimension.
 // The index tensors broadcast together; their result dimensions stand where the indexed
@@ -387,14 +408,17 @@ Error index_select(KernelRuntimeContext&, Args args) {
     KCHECK(out->size(d) == (d == dim ? idx->numel() : self->size(d)), "%s: output size mismatch at dim %d", op, d);
   }
   Error err = Error::Ok;
-  gather_elements(*self, *out, [&](const int64_t* c, int64_t* s) {
-    for (int d = 0; d < self->dim(); ++d) s[d] = c[d];
-    if (self->dim() > 0 && index_value(*idx, c[dim], self->size(static_cast<int>(dim)), op, &s[dim]) != Error::Ok) {
-      err = Error::InvalidArgument;
-      s[dim] = 0;
-    }
-    return true;
-  }, nullptr);
+  gather_elements(
+      *self, *out,
+      [&](const int64_t* c, int64_t* s) {
+        for (int d = 0; d < self->dim(); ++d) s[d] = c[d];
+        if (self->dim() > 0 && index_value(*idx, c[dim], self->size(static_cast<int>(dim)), op, &s[dim]) != Error::Ok) {
+          err = Error::InvalidArgument;
+          s[dim] = 0;
+        }
+        return true;
+      },
+      nullptr);
   return err;
 }
 
@@ -417,15 +441,18 @@ Error gather(KernelRuntimeContext&, Args args) {
   }
   Error err = Error::Ok;
   int64_t i = 0;
-  gather_elements(*self, *out, [&](const int64_t* c, int64_t* s) {
-    for (int d = 0; d < self->dim(); ++d) s[d] = c[d];
-    if (self->dim() > 0 && index_value(*idx, i, self->size(static_cast<int>(dim)), op, &s[dim]) != Error::Ok) {
-      err = Error::InvalidArgument;
-      s[dim] = 0;
-    }
-    ++i;
-    return true;
-  }, nullptr);
+  gather_elements(
+      *self, *out,
+      [&](const int64_t* c, int64_t* s) {
+        for (int d = 0; d < self->dim(); ++d) s[d] = c[d];
+        if (self->dim() > 0 && index_value(*idx, i, self->size(static_cast<int>(dim)), op, &s[dim]) != Error::Ok) {
+          err = Error::InvalidArgument;
+          s[dim] = 0;
+        }
+        ++i;
+        return true;
+      },
+      nullptr);
   return err;
 }
 
@@ -564,10 +591,13 @@ Error repeat(KernelRuntimeContext&, Args args) {
     const int64_t base = d < lead ? 1 : in->size(d - lead);
     KCHECK(reps[d] >= 0 && out->size(d) == base * reps[d], "%s: output size mismatch at dim %d", op, d);
   }
-  gather_elements(*in, *out, [&](const int64_t* c, int64_t* s) {
-    for (int d = 0; d < in->dim(); ++d) s[d] = c[d + lead] % in->size(d);
-    return true;
-  }, nullptr);
+  gather_elements(
+      *in, *out,
+      [&](const int64_t* c, int64_t* s) {
+        for (int d = 0; d < in->dim(); ++d) s[d] = c[d + lead] % in->size(d);
+        return true;
+      },
+      nullptr);
   return Error::Ok;
 }
 
@@ -587,20 +617,23 @@ Error shuffle(Args args, const char* op, bool unshuffle) {
   KCHECK(small.size(n - 3) == big.size(n - 3) * r * r && big.size(n - 2) == small.size(n - 2) * r &&
              big.size(n - 1) == small.size(n - 1) * r,
          "%s: shapes do not match the factor %lld", op, static_cast<long long>(r));
-  gather_elements(*in, *out, [&](const int64_t* c, int64_t* s) {
-    for (int d = 0; d < n - 3; ++d) s[d] = c[d];
-    if (!unshuffle) {  // out (c, y, x) <- in (c*r*r + (y%r)*r + x%r, y/r, x/r)
-      s[n - 3] = c[n - 3] * r * r + (c[n - 2] % r) * r + c[n - 1] % r;
-      s[n - 2] = c[n - 2] / r;
-      s[n - 1] = c[n - 1] / r;
-    } else {  // out (c*r*r + i*r + j, y, x) <- in (c, y*r + i, x*r + j)
-      const int64_t k = c[n - 3] % (r * r);
-      s[n - 3] = c[n - 3] / (r * r);
-      s[n - 2] = c[n - 2] * r + k / r;
-      s[n - 1] = c[n - 1] * r + k % r;
-    }
-    return true;
-  }, nullptr);
+  gather_elements(
+      *in, *out,
+      [&](const int64_t* c, int64_t* s) {
+        for (int d = 0; d < n - 3; ++d) s[d] = c[d];
+        if (!unshuffle) {  // out (c, y, x) <- in (c*r*r + (y%r)*r + x%r, y/r, x/r)
+          s[n - 3] = c[n - 3] * r * r + (c[n - 2] % r) * r + c[n - 1] % r;
+          s[n - 2] = c[n - 2] / r;
+          s[n - 1] = c[n - 1] / r;
+        } else {  // out (c*r*r + i*r + j, y, x) <- in (c, y*r + i, x*r + j)
+          const int64_t k = c[n - 3] % (r * r);
+          s[n - 3] = c[n - 3] / (r * r);
+          s[n - 2] = c[n - 2] * r + k / r;
+          s[n - 1] = c[n - 1] * r + k % r;
+        }
+        return true;
+      },
+      nullptr);
   return Error::Ok;
 }
 Error pixel_shuffle(KernelRuntimeContext&, Args args) { return shuffle(args, "aten::pixel_shuffle", false); }

@@ -18,10 +18,10 @@ namespace kernels {
 using runtime::Error;
 using runtime::EValue;
 using runtime::KernelRuntimeContext;
+using runtime::same_shape;
 using runtime::ScalarType;
 using runtime::Span;
 using runtime::Tensor;
-using runtime::same_shape;
 using Args = Span<EValue*>;
 
 #define KCHECK(cond, ...) ET_CHECK_OR_RETURN(cond, ::executorch::runtime::Error::InvalidArgument, __VA_ARGS__)
@@ -115,11 +115,11 @@ inline uint16_t float_to_half(float f) {
   const uint16_t sign = static_cast<uint16_t>((x >> 16) & 0x8000);
   x &= 0x7fffffffu;
   if (x >= 0x7f800000u) return sign | 0x7c00 | (x > 0x7f800000u ? 0x200 : 0);  // inf, NaN
-  if (x >= 0x477ff000u) return sign | 0x7c00;                                   // rounds past 65504
-  if (x < 0x38800000u) {                                                        // half subnormal or zero
+  if (x >= 0x477ff000u) return sign | 0x7c00;                                  // rounds past 65504
+  if (x < 0x38800000u) {                                                       // half subnormal or zero
     float a;
     std::memcpy(&a, &x, 4);
-    return sign | static_cast<uint16_t>(std::nearbyint(a * 16777216.f));        // units of 2^-24
+    return sign | static_cast<uint16_t>(std::nearbyint(a * 16777216.f));  // units of 2^-24
   }
   const uint32_t rounded = x + 0xfff + ((x >> 13) & 1);
   return sign | static_cast<uint16_t>((rounded - 0x38000000u) >> 13);
@@ -178,12 +178,17 @@ inline void store(const Tensor& t, int64_t i, T v) {
 
 inline bool is_supported_dtype(ScalarType t) {
   switch (t) {
-    case ScalarType::Float: case ScalarType::Double: case ScalarType::Long: case ScalarType::Int:
-    case ScalarType::Bool: case ScalarType::Byte: case ScalarType::Char: case ScalarType::Short:
-    case ScalarType::Half: case ScalarType::BFloat16:
-      return true;
-    default:
-      return false;
+    case ScalarType::Float:
+    case ScalarType::Double:
+    case ScalarType::Long:
+    case ScalarType::Int:
+    case ScalarType::Bool:
+    case ScalarType::Byte:
+    case ScalarType::Char:
+    case ScalarType::Short:
+    case ScalarType::Half:
+    case ScalarType::BFloat16: return true;
+    default: return false;
   }
 }
 
@@ -203,23 +208,23 @@ inline void for_each_broadcast(const Tensor& out, const int64_t (&strides)[N][ru
   const int64_t rows = inner == 0 ? 0 : out.numel() / inner;
   extension::threadpool::parallel_for(0, rows, std::max<int64_t>(1, 16384 / std::max<int64_t>(inner, 1)),
                                       [&](int64_t r0, int64_t r1) {
-    for (int64_t r = r0; r < r1; ++r) {
-      int64_t base[N] = {};
-      int64_t rem = r;
-      for (int d = dim - 2; d >= 0; --d) {
-        const int64_t idx = rem % out.size(d);
-        rem /= out.size(d);
-        for (int k = 0; k < N; ++k) base[k] += idx * strides[k][d];
-      }
-      int64_t step[N];
-      for (int k = 0; k < N; ++k) step[k] = dim == 0 ? 0 : strides[k][dim - 1];
-      for (int64_t i = 0; i < inner; ++i) {
-        int64_t offs[N];
-        for (int k = 0; k < N; ++k) offs[k] = base[k] + i * step[k];
-        f(r * inner + i, offs);
-      }
-    }
-  });
+                                        for (int64_t r = r0; r < r1; ++r) {
+                                          int64_t base[N] = {};
+                                          int64_t rem = r;
+                                          for (int d = dim - 2; d >= 0; --d) {
+                                            const int64_t idx = rem % out.size(d);
+                                            rem /= out.size(d);
+                                            for (int k = 0; k < N; ++k) base[k] += idx * strides[k][d];
+                                          }
+                                          int64_t step[N];
+                                          for (int k = 0; k < N; ++k) step[k] = dim == 0 ? 0 : strides[k][dim - 1];
+                                          for (int64_t i = 0; i < inner; ++i) {
+                                            int64_t offs[N];
+                                            for (int k = 0; k < N; ++k) offs[k] = base[k] + i * step[k];
+                                            f(r * inner + i, offs);
+                                          }
+                                        }
+                                      });
 }
 
 // out = f(self) elementwise for tensors of one element count: float32 in float, other dtypes

@@ -118,8 +118,9 @@ Error int8_linear(KernelRuntimeContext&, Args args) {
   KCHECK(w->dim() == 2 && x->dim() >= 1, "%s: weight must be 2-D and input at least 1-D", op);
   const int64_t n = w->size(0), k = w->size(1);
   KCHECK(k > 0 && k <= kMaxInt8Depth && x->size(x->dim() - 1) == k,
-         "%s: input has %lld features, the weight %lld (at most %lld)", op, static_cast<long long>(x->size(x->dim() - 1)),
-         static_cast<long long>(k), static_cast<long long>(kMaxInt8Depth));
+         "%s: input has %lld features, the weight %lld (at most %lld)", op,
+         static_cast<long long>(x->size(x->dim() - 1)), static_cast<long long>(k),
+         static_cast<long long>(kMaxInt8Depth));
   KCHECK(scale->numel() == n, "%s: %lld scales for %lld output features", op, static_cast<long long>(scale->numel()),
          static_cast<long long>(n));
   if (bias) {

@@ -25,27 +25,27 @@ Error softmax_impl(Args args, const char* op, bool log) {
   float* y = out->data_ptr<float>();
   extension::threadpool::parallel_for(0, outer * inner, std::max<int64_t>(1, 4096 / std::max<int64_t>(size, 1)),
                                       [&](int64_t r0, int64_t r1) {
-    for (int64_t r = r0; r < r1; ++r) {
-      const int64_t o = r / inner, i = r % inner;
-      const float* xs = x + o * size * inner + i;
-      float* ys = y + o * size * inner + i;
-      float mx = -INFINITY;
-      for (int64_t j = 0; j < size; ++j) mx = std::max(mx, xs[j * inner]);
-      float sum = 0.f;
-      for (int64_t j = 0; j < size; ++j) {
-        const float e = std::exp(xs[j * inner] - mx);
-        sum += e;
-        if (!log) ys[j * inner] = e;
-      }
-      if (log) {
-        const float lse = mx + std::log(sum);
-        for (int64_t j = 0; j < size; ++j) ys[j * inner] = xs[j * inner] - lse;
-      } else {
-        const float inv = 1.f / sum;
-        for (int64_t j = 0; j < size; ++j) ys[j * inner] *= inv;
-      }
-    }
-  });
+                                        for (int64_t r = r0; r < r1; ++r) {
+                                          const int64_t o = r / inner, i = r % inner;
+                                          const float* xs = x + o * size * inner + i;
+                                          float* ys = y + o * size * inner + i;
+                                          float mx = -INFINITY;
+                                          for (int64_t j = 0; j < size; ++j) mx = std::max(mx, xs[j * inner]);
+                                          float sum = 0.f;
+                                          for (int64_t j = 0; j < size; ++j) {
+                                            const float e = std::exp(xs[j * inner] - mx);
+                                            sum += e;
+                                            if (!log) ys[j * inner] = e;
+                                          }
+                                          if (log) {
+                                            const float lse = mx + std::log(sum);
+                                            for (int64_t j = 0; j < size; ++j) ys[j * inner] = xs[j * inner] - lse;
+                                          } else {
+                                            const float inv = 1.f / sum;
+                                            for (int64_t j = 0; j < size; ++j) ys[j * inner] *= inv;
+                                          }
+                                        }
+                                      });
   return Error::Ok;
 }
 
@@ -140,8 +140,8 @@ Error batch_norm(KernelRuntimeContext&, Args args) {
   extension::threadpool::parallel_for(0, n * c, 1, [&](int64_t p0, int64_t p1) {
     for (int64_t p = p0; p < p1; ++p) {
       const int64_t ch = p % c;
-      const float scale = (w ? w->data_ptr<float>()[ch] : 1.f) /
-                          std::sqrt(rv->data_ptr<float>()[ch] + static_cast<float>(eps));
+      const float scale =
+          (w ? w->data_ptr<float>()[ch] : 1.f) / std::sqrt(rv->data_ptr<float>()[ch] + static_cast<float>(eps));
       const float shift = (b ? b->data_ptr<float>()[ch] : 0.f) - rm->data_ptr<float>()[ch] * scale;
       for (int64_t i = 0; i < inner; ++i) y[p * inner + i] = x[p * inner + i] * scale + shift;
     }

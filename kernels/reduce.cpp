@@ -54,57 +54,60 @@ Error reduce(Args args, const char* op, size_t count, Reduce kind, double param 
   ET_TRY(check_numel(*out, out_numel, op, "output"));
   KCHECK(red_numel > 0 || kind == Reduce::Sum || kind == Reduce::Prod || logical, "%s: reducing an empty dimension",
          op);
-  extension::threadpool::parallel_for(0, out_numel, std::max<int64_t>(1, 8192 / std::max<int64_t>(red_numel, 1)),
-                                      [&](int64_t o0, int64_t o1) {
-    for (int64_t o = o0; o < o1; ++o) {
-      int64_t base = 0, rem = o;
-      for (int k = 0; k < nk; ++k) base += (rem % kept_size[k]) * kept_stride[k], rem /= kept_size[k];
-      const double inf = std::numeric_limits<double>::infinity();
-      const bool norm_max = kind == Reduce::Norm && std::isinf(param);
-      double acc = kind == Reduce::Max || kind == Reduce::ArgMax || (norm_max && param > 0) ? -inf
-                   : kind == Reduce::Min || kind == Reduce::ArgMin || (norm_max && param < 0) ? inf
-                   : kind == Reduce::All || kind == Reduce::Prod ? 1.0 : 0.0;
-      double sq = 0;  // Var: sum of squares
-      int64_t best = 0;
-      for (int64_t r = 0; r < red_numel; ++r) {
-        int64_t off = base, rr = r;
-        for (int k = 0; k < nr; ++k) off += (rr % red_size[k]) * red_stride[k], rr /= red_size[k];
-        const double v = load<double>(*in, off);
-        switch (kind) {
-          case Reduce::Any: acc = (acc != 0 || v != 0) ? 1.0 : 0.0; break;
-          case Reduce::All: acc = (acc != 0 && v != 0) ? 1.0 : 0.0; break;
-          case Reduce::Sum: case Reduce::Mean: acc += v; break;
-          case Reduce::Prod: acc *= v; break;
-          case Reduce::Max: acc = (v > acc || v != v) ? v : acc; break;
-          case Reduce::Min: acc = (v < acc || v != v) ? v : acc; break;
-          case Reduce::ArgMax:  // the first maximum; NaN wins, as in PyTorch
-            if ((v > acc || (v != v && acc == acc)) || r == 0) acc = v, best = r;
-            break;
-          case Reduce::ArgMin:
-            if ((v < acc || (v != v && acc == acc)) || r == 0) acc = v, best = r;
-            break;
-          case Reduce::Var: acc += v, sq += v * v; break;
-          case Reduce::Norm:
-            if (norm_max) {
-              acc = param > 0 ? std::max(acc, std::fabs(v)) : std::min(acc, std::fabs(v));
-            } else if (param == 0) {
-              acc += v != 0;
-            } else {
-              acc += param == 2 ? v * v : param == 1 ? std::fabs(v) : std::pow(std::fabs(v), param);
+  extension::threadpool::parallel_for(
+      0, out_numel, std::max<int64_t>(1, 8192 / std::max<int64_t>(red_numel, 1)), [&](int64_t o0, int64_t o1) {
+        for (int64_t o = o0; o < o1; ++o) {
+          int64_t base = 0, rem = o;
+          for (int k = 0; k < nk; ++k) base += (rem % kept_size[k]) * kept_stride[k], rem /= kept_size[k];
+          const double inf = std::numeric_limits<double>::infinity();
+          const bool norm_max = kind == Reduce::Norm && std::isinf(param);
+          double acc = kind == Reduce::Max || kind == Reduce::ArgMax || (norm_max && param > 0)   ? -inf
+                       : kind == Reduce::Min || kind == Reduce::ArgMin || (norm_max && param < 0) ? inf
+                       : kind == Reduce::All || kind == Reduce::Prod                              ? 1.0
+                                                                                                  : 0.0;
+          double sq = 0;  // Var: sum of squares
+          int64_t best = 0;
+          for (int64_t r = 0; r < red_numel; ++r) {
+            int64_t off = base, rr = r;
+            for (int k = 0; k < nr; ++k) off += (rr % red_size[k]) * red_stride[k], rr /= red_size[k];
+            const double v = load<double>(*in, off);
+            switch (kind) {
+              case Reduce::Any: acc = (acc != 0 || v != 0) ? 1.0 : 0.0; break;
+              case Reduce::All: acc = (acc != 0 && v != 0) ? 1.0 : 0.0; break;
+              case Reduce::Sum:
+              case Reduce::Mean: acc += v; break;
+              case Reduce::Prod: acc *= v; break;
+              case Reduce::Max: acc = (v > acc || v != v) ? v : acc; break;
+              case Reduce::Min: acc = (v < acc || v != v) ? v : acc; break;
+              case Reduce::ArgMax:  // the first maximum; NaN wins, as in PyTorch
+                if ((v > acc || (v != v && acc == acc)) || r == 0) acc = v, best = r;
+                break;
+              case Reduce::ArgMin:
+                if ((v < acc || (v != v && acc == acc)) || r == 0) acc = v, best = r;
+                break;
+              case Reduce::Var: acc += v, sq += v * v; break;
+              case Reduce::Norm:
+                if (norm_max) {
+                  acc = param > 0 ? std::max(acc, std::fabs(v)) : std::min(acc, std::fabs(v));
+                } else if (param == 0) {
+                  acc += v != 0;
+                } else {
+                  acc += param == 2 ? v * v : param == 1 ? std::fabs(v) : std::pow(std::fabs(v), param);
+                }
+                break;
             }
-            break;
+          }
+          if (kind == Reduce::Mean) acc /= static_cast<double>(red_numel);
+          if (kind == Reduce::Var) {
+            const double n = static_cast<double>(red_numel), mean = acc / n;
+            acc = std::max(0.0, sq - n * mean * mean) / std::max(0.0, n - param);
+          }
+          if (kind == Reduce::Norm && !norm_max && param != 0 && param != 1)
+            acc = param == 2 ? std::sqrt(acc) : std::pow(acc, 1 / param);
+          if (arg) acc = static_cast<double>(best);
+          store<double>(*out, o, acc);
         }
-      }
-      if (kind == Reduce::Mean) acc /= static_cast<double>(red_numel);
-      if (kind == Reduce::Var) {
-        const double n = static_cast<double>(red_numel), mean = acc / n;
-        acc = std::max(0.0, sq - n * mean * mean) / std::max(0.0, n - param);
-      }
-      if (kind == Reduce::Norm && !norm_max && param != 0 && param != 1) acc = param == 2 ? std::sqrt(acc) : std::pow(acc, 1 / param);
-      if (arg) acc = static_cast<double>(best);
-      store<double>(*out, o, acc);
-    }
-  });
+      });
   return Error::Ok;
 }
 

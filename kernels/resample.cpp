@@ -83,7 +83,8 @@ Error upsample(Args args, const char* op, Mode mode) {
             v = xp[iy * w + ix];
           } else if (mode == Mode::Bilinear) {
             const double sy = source(ay, oy, align, false), sx = source(ax, ox, align, false);
-            const int64_t y0 = std::min(static_cast<int64_t>(sy), h - 1), x0 = std::min(static_cast<int64_t>(sx), w - 1);
+            const int64_t y0 = std::min(static_cast<int64_t>(sy), h - 1),
+                          x0 = std::min(static_cast<int64_t>(sx), w - 1);
             const int64_t y1 = std::min(y0 + 1, h - 1), x1 = std::min(x0 + 1, w - 1);
             const float ty = static_cast<float>(sy - y0), tx = static_cast<float>(sx - x0);
             v = (1 - ty) * ((1 - tx) * xp[y0 * w + x0] + tx * xp[y0 * w + x1]) +
@@ -112,12 +113,18 @@ Error upsample(Args args, const char* op, Mode mode) {
   return Error::Ok;
 }
 
-Error nearest(KernelRuntimeContext&, Args args) { return upsample(args, "aten::upsample_nearest2d.vec", Mode::Nearest); }
+Error nearest(KernelRuntimeContext&, Args args) {
+  return upsample(args, "aten::upsample_nearest2d.vec", Mode::Nearest);
+}
 Error nearest_exact(KernelRuntimeContext&, Args args) {
   return upsample(args, "aten::_upsample_nearest_exact2d.vec", Mode::NearestExact);
 }
-Error bilinear(KernelRuntimeContext&, Args args) { return upsample(args, "aten::upsample_bilinear2d.vec", Mode::Bilinear); }
-Error bicubic(KernelRuntimeContext&, Args args) { return upsample(args, "aten::upsample_bicubic2d.vec", Mode::Bicubic); }
+Error bilinear(KernelRuntimeContext&, Args args) {
+  return upsample(args, "aten::upsample_bilinear2d.vec", Mode::Bilinear);
+}
+Error bicubic(KernelRuntimeContext&, Args args) {
+  return upsample(args, "aten::upsample_bicubic2d.vec", Mode::Bicubic);
+}
 
 // grid_sampler_2d's padding: where a sample outside the input reads.
 enum class GridPad { Zeros, Border, Reflection };

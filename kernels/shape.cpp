@@ -178,8 +178,8 @@ Error select(KernelRuntimeContext&, Args args) {
   KCHECK(in->dim() > 0, "%s: cannot select from a 0-d tensor", op);
   ET_TRY(normalize_dim(dim, in->dim(), op, &dim));
   const int64_t size = in->size(static_cast<int>(dim));
-  KCHECK(index >= -size && index < size, "%s: index %lld out of range for size %lld", op,
-         static_cast<long long>(index), static_cast<long long>(size));
+  KCHECK(index >= -size && index < size, "%s: index %lld out of range for size %lld", op, static_cast<long long>(index),
+         static_cast<long long>(size));
   if (index < 0) index += size;
   KCHECK(out->dim() == in->dim() - 1 && in->scalar_type() == out->scalar_type(), "%s: output mismatch", op);
   int64_t strides[runtime::kTensorDimensionLimit];
@@ -248,8 +248,8 @@ Error embedding(KernelRuntimeContext&, Args args) {
   int64_t padding_idx = 0;  // only affects gradients
   ET_TRY(int_at(args, 2, op, &padding_idx));
   KCHECK(w->dim() == 2, "%s: weight must be 2-D", op);
-  KCHECK(idx->scalar_type() == ScalarType::Long || idx->scalar_type() == ScalarType::Int, "%s: indices must be integers",
-         op);
+  KCHECK(idx->scalar_type() == ScalarType::Long || idx->scalar_type() == ScalarType::Int,
+         "%s: indices must be integers", op);
   KCHECK(out->scalar_type() == w->scalar_type(), "%s: output dtype differs from weight", op);
   const int64_t rows = w->size(0), width = w->size(1);
   ET_TRY(check_numel(*out, idx->numel() * width, op, "output"));

@@ -99,8 +99,9 @@ def mlp_method():
 
 
 def test_wrong_dtype_is_an_error(mlp_method) -> None:
-    with pytest.raises(ExecutorchError, match="input 0.*dtype float64, expected float32"):
+    with pytest.raises(ExecutorchError, match="input 0.*dtype float64, expected float32") as e:
         mlp_method.execute([np.zeros((1, 64), dtype=np.float64)])
+    assert str(e.value) == "input 0: InvalidArgument: dtype float64, expected float32"  # said once
 
 
 def test_wrong_shape_is_an_error(mlp_method) -> None:

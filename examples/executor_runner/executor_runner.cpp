@@ -49,7 +49,9 @@ void fill(const rt::Tensor& t, const std::string& how, std::mt19937& rng) {
     const double v = how == "ones" ? 1.0 : how == "random" ? normal(rng) : 0.0;
     switch (t.scalar_type()) {
       case rt::ScalarType::Float: t.data_ptr<float>()[i] = static_cast<float>(v); break;
-      case rt::ScalarType::Long: t.data_ptr<int64_t>()[i] = how == "random" ? static_cast<int64_t>(rng() % 2) : static_cast<int64_t>(v); break;
+      case rt::ScalarType::Long:
+        t.data_ptr<int64_t>()[i] = how == "random" ? static_cast<int64_t>(rng() % 2) : static_cast<int64_t>(v);
+        break;
       case rt::ScalarType::Bool: t.data_ptr<bool>()[i] = v != 0; break;
       default: std::memset(t.mutable_data_ptr(), 0, t.nbytes()); return;
     }
@@ -73,14 +75,22 @@ int main(int argc, char** argv) {
       continue;
     }
     if (!(v = next())) return usage(argv[0]);
-    if (a == "--model_path") model = v;
-    else if (a == "--method") method_name = v;
-    else if (a == "--input") inputs.push_back(v);
-    else if (a == "--fill") fill_mode = v;
-    else if (a == "--output_dir") output_dir = v;
-    else if (a == "--iterations") iterations = std::max(1, std::atoi(v));
-    else if (a == "--threads") threads = std::atol(v);
-    else return usage(argv[0]);
+    if (a == "--model_path")
+      model = v;
+    else if (a == "--method")
+      method_name = v;
+    else if (a == "--input")
+      inputs.push_back(v);
+    else if (a == "--fill")
+      fill_mode = v;
+    else if (a == "--output_dir")
+      output_dir = v;
+    else if (a == "--iterations")
+      iterations = std::max(1, std::atoi(v));
+    else if (a == "--threads")
+      threads = std::atol(v);
+    else
+      return usage(argv[0]);
   }
   if (model.empty() || (fill_mode != "zeros" && fill_mode != "ones" && fill_mode != "random")) return usage(argv[0]);
   if (threads > 0) executorch::extension::threadpool::set_num_threads(static_cast<size_t>(threads));
@@ -133,8 +143,8 @@ int main(int argc, char** argv) {
     ms.push_back(std::chrono::duration<double, std::milli>(end - start).count());
   }
   std::sort(ms.begin(), ms.end());
-  std::printf("method %s: %d iteration(s), median %.3f ms, min %.3f ms, threads %zu\n", method_name.c_str(),
-              iterations, ms[ms.size() / 2], ms.front(), executorch::extension::threadpool::get_num_threads());
+  std::printf("method %s: %d iteration(s), median %.3f ms, min %.3f ms, threads %zu\n", method_name.c_str(), iterations,
+              ms[ms.size() / 2], ms.front(), executorch::extension::threadpool::get_num_threads());
 
   for (size_t i = 0; i < method->num_outputs(); ++i) {
     const rt::EValue& out = method->get_output(i);

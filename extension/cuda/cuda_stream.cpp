@@ -32,17 +32,12 @@ runtime::Error to_error(cudaError_t status, const char* what) {
   cudaGetLastError();
   runtime::Error error = runtime::Error::Internal;
   switch (status) {
-    case cudaErrorMemoryAllocation:
-      error = runtime::Error::MemoryAllocationFailed;
-      break;
+    case cudaErrorMemoryAllocation: error = runtime::Error::MemoryAllocationFailed; break;
     case cudaErrorNoDevice:
     case cudaErrorInsufficientDriver:
     case cudaErrorInvalidDevice:
-    case cudaErrorNoKernelImageForDevice:
-      error = runtime::Error::DelegateInvalidCompatibility;
-      break;
-    default:
-      break;
+    case cudaErrorNoKernelImageForDevice: error = runtime::Error::DelegateInvalidCompatibility; break;
+    default: break;
   }
   return runtime::set_error(error, "%s: %s (%s)", what, cudaGetErrorString(status), cudaGetErrorName(status));
 }

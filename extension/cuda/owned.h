@@ -40,7 +40,7 @@ class OutParam {
   OutParam(const OutParam&) = delete;
   OutParam& operator=(const OutParam&) = delete;
   ~OutParam() { owner_.reset(raw_); }
-  operator typename Owner::pointer*() { return &raw_; }
+  operator typename Owner::pointer *() { return &raw_; }
 
  private:
   Owner& owner_;

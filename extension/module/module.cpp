@@ -44,7 +44,7 @@ Error Module::load_method(const std::string& name) { return method(name).error()
 
 runtime::Result<std::vector<runtime::EValue>> Module::execute(const std::string& name,
                                                               const std::vector<runtime::EValue>& inputs) {
-  ET_TRY_ASSIGN(runtime::Method* method, this->method(name));
+  ET_TRY_ASSIGN(runtime::Method * method, this->method(name));
   ET_CHECK_OR_RETURN(inputs.size() == method->num_inputs(), Error::InvalidArgument,
                      "method '%s' takes %zu inputs, got %zu", name.c_str(), method->num_inputs(), inputs.size());
   for (size_t i = 0; i < inputs.size(); ++i) ET_TRY(method->set_input(i, inputs[i]));

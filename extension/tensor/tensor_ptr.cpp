@@ -19,8 +19,8 @@ TensorPtr make(std::vector<int64_t> sizes, std::vector<uint8_t> bytes, void* dat
   for (size_t d = s->sizes.size(); d-- > 1;) s->strides[d - 1] = s->strides[d] * s->sizes[d];
   s->bytes = std::move(bytes);
   if (data == nullptr) data = s->bytes.data();
-  s->tensor = runtime::Tensor(type, static_cast<int>(s->sizes.size()), s->sizes.data(), s->strides.data(), data,
-                              device);
+  s->tensor =
+      runtime::Tensor(type, static_cast<int>(s->sizes.size()), s->sizes.data(), s->strides.data(), data, device);
   return TensorPtr(s, &s->tensor);
 }
 

@@ -17,13 +17,34 @@ using TensorPtr = std::shared_ptr<runtime::Tensor>;
 
 template <typename T>
 struct scalar_type_of;
-template <> struct scalar_type_of<float> { static constexpr auto value = runtime::ScalarType::Float; };
-template <> struct scalar_type_of<double> { static constexpr auto value = runtime::ScalarType::Double; };
-template <> struct scalar_type_of<int64_t> { static constexpr auto value = runtime::ScalarType::Long; };
-template <> struct scalar_type_of<int32_t> { static constexpr auto value = runtime::ScalarType::Int; };
-template <> struct scalar_type_of<int8_t> { static constexpr auto value = runtime::ScalarType::Char; };
-template <> struct scalar_type_of<uint8_t> { static constexpr auto value = runtime::ScalarType::Byte; };
-template <> struct scalar_type_of<bool> { static constexpr auto value = runtime::ScalarType::Bool; };
+template <>
+struct scalar_type_of<float> {
+  static constexpr auto value = runtime::ScalarType::Float;
+};
+template <>
+struct scalar_type_of<double> {
+  static constexpr auto value = runtime::ScalarType::Double;
+};
+template <>
+struct scalar_type_of<int64_t> {
+  static constexpr auto value = runtime::ScalarType::Long;
+};
+template <>
+struct scalar_type_of<int32_t> {
+  static constexpr auto value = runtime::ScalarType::Int;
+};
+template <>
+struct scalar_type_of<int8_t> {
+  static constexpr auto value = runtime::ScalarType::Char;
+};
+template <>
+struct scalar_type_of<uint8_t> {
+  static constexpr auto value = runtime::ScalarType::Byte;
+};
+template <>
+struct scalar_type_of<bool> {
+  static constexpr auto value = runtime::ScalarType::Bool;
+};
 
 // Wraps memory the caller owns (CPU, or CUDA memory with device = {DeviceType::CUDA, index}).
 EXECUTORCH_API TensorPtr make_tensor_ptr(std::vector<int64_t> sizes, void* data, runtime::ScalarType type,

@@ -34,10 +34,12 @@ struct RuntimeFailure : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// "what: Error: detail", where the detail does not say `what` again.
 [[noreturn]] void raise(rt::Error error, const std::string& what) {
   std::string message = what + ": " + rt::to_string(error);
-  const char* detail = rt::last_error_message();
-  if (detail && *detail) message += ": " + std::string(detail);
+  std::string detail = rt::last_error_message();
+  if (detail.compare(0, what.size() + 2, what + ": ") == 0) detail.erase(0, what.size() + 2);
+  if (!detail.empty() && detail != what) message += ": " + detail;
   throw RuntimeFailure(message);
 }
 
@@ -66,8 +68,8 @@ std::vector<std::string> registered_kernels() {
 bool is_available(const std::string& name) {
   rt::BackendInterface* backend = rt::get_backend_class(name.c_str());
   if (backend == nullptr) {
-    throw py::key_error("no backend named '" + name + "' is registered; registered: " +
-                        py::str(py::cast(registered_backends())).cast<std::string>());
+    throw py::key_error("no backend named '" + name +
+                        "' is registered; registered: " + py::str(py::cast(registered_backends())).cast<std::string>());
   }
   return backend->is_available();
 }
@@ -112,7 +114,9 @@ py::object to_python(const rt::EValue& v) {
       // numpy has no bfloat16: its bits come back as int16, tagged (executorch.runtime converts).
       const bool bf16 = t.scalar_type() == rt::ScalarType::BFloat16;
       const char* name = bf16 ? "int16" : numpy_name(t.scalar_type());
-      if (name == nullptr) throw RuntimeFailure(std::string("output dtype ") + rt::to_string(t.scalar_type()) + " has no numpy equivalent");
+      if (name == nullptr)
+        throw RuntimeFailure(std::string("output dtype ") + rt::to_string(t.scalar_type()) +
+                             " has no numpy equivalent");
       if (t.is_cuda()) throw RuntimeFailure("output tensor is in CUDA memory; copy it to the CPU in the program");
       std::vector<py::ssize_t> shape(t.sizes(), t.sizes() + t.dim());
       py::array out(py::dtype(name), shape);
@@ -120,8 +124,7 @@ py::object to_python(const rt::EValue& v) {
       if (bf16) return py::make_tuple("bfloat16", std::move(out));
       return std::move(out);
     }
-    default:
-      throw RuntimeFailure("output of an unsupported kind");
+    default: throw RuntimeFailure("output of an unsupported kind");
   }
 }
 
@@ -138,7 +141,8 @@ bool scalar_type_named(const std::string& name, rt::ScalarType* out) {
 // A tensor in device memory, as Python hands it over: ("device", data pointer, dtype name, shape,
 // device index). Its owner (a torch tensor) outlives the call.
 bool is_device_tensor(py::handle item) {
-  return py::isinstance<py::tuple>(item) && py::len(item) == 5 && py::str(item[py::int_(0)]).cast<std::string>() == "device";
+  return py::isinstance<py::tuple>(item) && py::len(item) == 5 &&
+         py::str(item[py::int_(0)]).cast<std::string>() == "device";
 }
 
 class PyProgram;
@@ -166,7 +170,8 @@ class PyMethod {
       const rt::EValue& v = method_->input(i);
       if (v.is_tensor()) {
         const rt::Tensor& t = v.to_tensor();
-        out.append(py::make_tuple(rt::to_string(t.scalar_type()), std::vector<int64_t>(t.sizes(), t.sizes() + t.dim())));
+        out.append(
+            py::make_tuple(rt::to_string(t.scalar_type()), std::vector<int64_t>(t.sizes(), t.sizes() + t.dim())));
       } else {
         out.append(py::make_tuple("scalar", to_python(v)));
       }
@@ -204,8 +209,8 @@ class PyMethod {
   py::list execute(const py::sequence& inputs, const std::vector<size_t>& bfloat16_inputs,
                    const std::map<size_t, std::pair<uintptr_t, int>>& device_outputs, uintptr_t cuda_stream) {
     if (static_cast<size_t>(py::len(inputs)) != method_->num_inputs()) {
-      throw py::value_error("method '" + name() + "' takes " + std::to_string(method_->num_inputs()) +
-                            " inputs, got " + std::to_string(py::len(inputs)));
+      throw py::value_error("method '" + name() + "' takes " + std::to_string(method_->num_inputs()) + " inputs, got " +
+                            std::to_string(py::len(inputs)));
     }
     std::vector<py::array> keep;  // arrays stay alive until execute returns
     for (size_t i = 0; i < method_->num_inputs(); ++i) {
@@ -220,7 +225,8 @@ class PyMethod {
       } else if (is_device_tensor(item)) {
         rt::ScalarType dtype;
         const std::string dtype_name = py::str(item[py::int_(2)]).cast<std::string>();
-        if (!scalar_type_named(dtype_name, &dtype)) throw py::type_error("input " + std::to_string(i) + " has unsupported dtype " + dtype_name);
+        if (!scalar_type_named(dtype_name, &dtype))
+          throw py::type_error("input " + std::to_string(i) + " has unsupported dtype " + dtype_name);
         const std::vector<int64_t> sizes = item[py::int_(3)].cast<std::vector<int64_t>>();
         const std::vector<int64_t> strides(sizes.size(), 1);
         rt::Tensor t(dtype, static_cast<int>(sizes.size()), sizes.data(), strides.data(),
@@ -242,7 +248,8 @@ class PyMethod {
         if (bf16 && arr.dtype().kind() == 'i' && arr.dtype().itemsize() == 2) {
           dtype = rt::ScalarType::BFloat16;
         } else if (!scalar_type_of(arr.dtype(), &dtype)) {
-          throw py::type_error("input " + std::to_string(i) + " has unsupported dtype " + py::str(arr.dtype()).cast<std::string>());
+          throw py::type_error("input " + std::to_string(i) + " has unsupported dtype " +
+                               py::str(arr.dtype()).cast<std::string>());
         }
         std::vector<int64_t> sizes(arr.shape(), arr.shape() + arr.ndim());
         std::vector<int64_t> strides(sizes.size(), 1);
@@ -255,17 +262,20 @@ class PyMethod {
     for (size_t i = 0; i < method_->num_outputs(); ++i) {
       const auto buffer = device_outputs.find(i);
       if (buffer == device_outputs.end() && !redirected_[i]) continue;
-      if (!method_->get_output(i).is_tensor()) throw py::value_error("output " + std::to_string(i) + " is not a tensor");
+      if (!method_->get_output(i).is_tensor())
+        throw py::value_error("output " + std::to_string(i) + " is not a tensor");
       const size_t nbytes = method_->get_output(i).to_tensor().nbytes();
-      const rt::Error e = buffer == device_outputs.end()
-          ? method_->set_output_data(i, planned_outputs_[i], nbytes, {})  // back to its planned memory
-          : method_->set_output_data(i, reinterpret_cast<void*>(buffer->second.first), nbytes,
-                                     {rt::DeviceType::CUDA, static_cast<int8_t>(buffer->second.second)});
+      const rt::Error e =
+          buffer == device_outputs.end()
+              ? method_->set_output_data(i, planned_outputs_[i], nbytes, {})  // back to its planned memory
+              : method_->set_output_data(i, reinterpret_cast<void*>(buffer->second.first), nbytes,
+                                         {rt::DeviceType::CUDA, static_cast<int8_t>(buffer->second.second)});
       if (e != rt::Error::Ok) raise(e, "output " + std::to_string(i));
       redirected_[i] = buffer != device_outputs.end();
     }
 #if !EXECUTORCH_BINDINGS_CUDA
-    if (cuda_stream != 0) throw RuntimeFailure("a CUDA stream was given, but this build of executorch has no CUDA support");
+    if (cuda_stream != 0)
+      throw RuntimeFailure("a CUDA stream was given, but this build of executorch has no CUDA support");
 #endif
     rt::Error err;
     {
@@ -346,19 +356,22 @@ PYBIND11_MODULE(_C, m) {
         "Whether the registered backend `name` can run on this machine (KeyError if unknown).");
   m.def("num_threads", &executorch::extension::threadpool::get_num_threads);
   m.def("set_num_threads", &executorch::extension::threadpool::set_num_threads, py::arg("threads"));
-  m.def("threadpool_identity", [] {
-    return reinterpret_cast<uintptr_t>(executorch::extension::threadpool::pool_identity());
-  });
-  m.def("backend_identity", [](const std::string& name) {
-    return reinterpret_cast<uintptr_t>(rt::get_backend_class(name.c_str()));
-  }, py::arg("name"), "Address of the backend object registered as `name` (0 if none).");
-  m.def("cuda_explain_instructions", [](const py::bytes& program) {
-    const std::string_view view = program;
-    return unwrap(executorch::backends::cuda::explain_instructions(
-                      {reinterpret_cast<const uint8_t*>(view.data()), view.size()}),
-                  "checking the program for CudaBackend");
-  }, py::arg("program"),
-        "For each instruction of the program: '' where CudaBackend can run it, else why not. Needs no GPU.");
+  m.def("threadpool_identity",
+        [] { return reinterpret_cast<uintptr_t>(executorch::extension::threadpool::pool_identity()); });
+  m.def(
+      "backend_identity",
+      [](const std::string& name) { return reinterpret_cast<uintptr_t>(rt::get_backend_class(name.c_str())); },
+      py::arg("name"), "Address of the backend object registered as `name` (0 if none).");
+  m.def(
+      "cuda_explain_instructions",
+      [](const py::bytes& program) {
+        const std::string_view view = program;
+        return unwrap(executorch::backends::cuda::explain_instructions(
+                          {reinterpret_cast<const uint8_t*>(view.data()), view.size()}),
+                      "checking the program for CudaBackend");
+      },
+      py::arg("program"),
+      "For each instruction of the program: '' where CudaBackend can run it, else why not. Needs no GPU.");
   m.def("load_program_bytes", &load_program_bytes, py::arg("data"));
   m.def("load_program_file", &load_program_file, py::arg("path"));
 

@@ -30,8 +30,7 @@ class EXECUTORCH_API BackendInterface {
   virtual bool is_available() const = 0;
 
   // Prepares `processed` (the exporter's payload; valid only during this call) for execution.
-  virtual Result<DelegateHandle*> init(Span<const uint8_t> processed,
-                                       Span<const CompileSpec> compile_specs) const = 0;
+  virtual Result<DelegateHandle*> init(Span<const uint8_t> processed, Span<const CompileSpec> compile_specs) const = 0;
 
   // Runs a prepared delegate call: `args` are its inputs followed by its outputs.
   virtual Error execute(DelegateHandle* handle, Span<EValue*> args) const = 0;

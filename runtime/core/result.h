@@ -19,8 +19,8 @@ namespace internal {
 template <typename T>
 class [[nodiscard]] Result final {
  public:
-  Result(T&& value) : ok_(true) { new (&value_) T(std::move(value)); }             // NOLINT
-  Result(const T& value) : ok_(true) { new (&value_) T(value); }                    // NOLINT
+  Result(T&& value) : ok_(true) { new (&value_) T(std::move(value)); }                       // NOLINT
+  Result(const T& value) : ok_(true) { new (&value_) T(value); }                             // NOLINT
   Result(Error error) : ok_(false), error_(error == Error::Ok ? Error::Internal : error) {}  // NOLINT
   Result(Result&& other) noexcept : ok_(other.ok_) {
     if (ok_) {
@@ -61,13 +61,12 @@ class [[nodiscard]] Result final {
 }  // namespace executorch
 
 // Returns the error of `expr` (an Error or a Result) from the enclosing function if it failed.
-#define ET_TRY(expr)                                          \
-  do {                                                        \
-    const ::executorch::runtime::Error et_try_error__ =       \
-        ::executorch::runtime::internal::error_of(expr);      \
-    if (et_try_error__ != ::executorch::runtime::Error::Ok) { \
-      return et_try_error__;                                  \
-    }                                                         \
+#define ET_TRY(expr)                                                                                     \
+  do {                                                                                                   \
+    const ::executorch::runtime::Error et_try_error__ = ::executorch::runtime::internal::error_of(expr); \
+    if (et_try_error__ != ::executorch::runtime::Error::Ok) {                                            \
+      return et_try_error__;                                                                             \
+    }                                                                                                    \
   } while (0)
 
 // Declares `lhs` (`auto x`, `Foo* x`) from the value of the Result `expr`, or returns its error from

@@ -23,10 +23,16 @@ enum class ScalarType : int8_t {
 // Bytes per element, or 0 for a code that is not a ScalarType.
 constexpr size_t element_size(ScalarType t) {
   switch (t) {
-    case ScalarType::Byte: case ScalarType::Char: case ScalarType::Bool: return 1;
-    case ScalarType::Short: case ScalarType::Half: case ScalarType::BFloat16: return 2;
-    case ScalarType::Int: case ScalarType::Float: return 4;
-    case ScalarType::Long: case ScalarType::Double: return 8;
+    case ScalarType::Byte:
+    case ScalarType::Char:
+    case ScalarType::Bool: return 1;
+    case ScalarType::Short:
+    case ScalarType::Half:
+    case ScalarType::BFloat16: return 2;
+    case ScalarType::Int:
+    case ScalarType::Float: return 4;
+    case ScalarType::Long:
+    case ScalarType::Double: return 8;
   }
   return 0;
 }

@@ -22,8 +22,7 @@ constexpr int kTensorDimensionLimit = 16;
 class Tensor {
  public:
   Tensor() = default;
-  Tensor(ScalarType dtype, int dim, const int64_t* sizes, const int64_t* strides, void* data,
-         Device device = {})
+  Tensor(ScalarType dtype, int dim, const int64_t* sizes, const int64_t* strides, void* data, Device device = {})
       : dtype_(dtype), dim_(dim), sizes_(sizes), strides_(strides), data_(data), device_(device) {
     numel_ = 1;
     for (int i = 0; i < dim; ++i) numel_ *= sizes[i];

@@ -73,8 +73,8 @@ Result<std::unique_ptr<Method>> Method::load(const Program& program, const fb::E
                          "input index %d out of range (%zu values)", id, n);
       // Two inputs sharing one value would each overwrite the other's data.
       for (size_t seen : m->input_ids_) {
-        ET_CHECK_OR_RETURN(seen != static_cast<size_t>(id), Error::InvalidProgram, "value %d is listed as an input twice",
-                           id);
+        ET_CHECK_OR_RETURN(seen != static_cast<size_t>(id), Error::InvalidProgram,
+                           "value %d is listed as an input twice", id);
       }
       m->inputs_.push_back(&m->values_[static_cast<size_t>(id)]);
       m->input_ids_.push_back(static_cast<size_t>(id));
@@ -103,23 +103,15 @@ Error Method::parse_values(const Program& program, const fb::ExecutionPlan* plan
     const fb::EValue* v = values->Get(static_cast<flatbuffers::uoffset_t>(i));
     EValue& out = values_[i];
     // A union's type may be set with its table absent (the verifier allows a missing field).
-    ET_CHECK_OR_RETURN(v->val_type() == fb::KernelTypes::NONE || v->val_type() == fb::KernelTypes::Null ||
-                           v->val() != nullptr,
-                       Error::InvalidProgram, "value %zu: type %d without its data", i, static_cast<int>(v->val_type()));
+    ET_CHECK_OR_RETURN(
+        v->val_type() == fb::KernelTypes::NONE || v->val_type() == fb::KernelTypes::Null || v->val() != nullptr,
+        Error::InvalidProgram, "value %zu: type %d without its data", i, static_cast<int>(v->val_type()));
     switch (v->val_type()) {
       case fb::KernelTypes::NONE:
-      case fb::KernelTypes::Null:
-        out = EValue();
-        break;
-      case fb::KernelTypes::Int:
-        out = EValue(static_cast<int64_t>(v->val_as_Int()->int_val()));
-        break;
-      case fb::KernelTypes::Double:
-        out = EValue(v->val_as_Double()->double_val());
-        break;
-      case fb::KernelTypes::Bool:
-        out = EValue(v->val_as_Bool()->bool_val());
-        break;
+      case fb::KernelTypes::Null: out = EValue(); break;
+      case fb::KernelTypes::Int: out = EValue(static_cast<int64_t>(v->val_as_Int()->int_val())); break;
+      case fb::KernelTypes::Double: out = EValue(v->val_as_Double()->double_val()); break;
+      case fb::KernelTypes::Bool: out = EValue(v->val_as_Bool()->bool_val()); break;
       case fb::KernelTypes::String: {
         const auto* s = v->val_as_String()->string_val();
         out = s ? EValue::string(s->c_str(), s->size()) : EValue::string("", 0);
@@ -127,8 +119,9 @@ Error Method::parse_values(const Program& program, const fb::ExecutionPlan* plan
       }
       case fb::KernelTypes::IntList: {
         const auto* items = v->val_as_IntList()->items();
-        out = EValue::int_list(items ? Span<const int64_t>(reinterpret_cast<const int64_t*>(items->data()), items->size())
-                                     : Span<const int64_t>());
+        out =
+            EValue::int_list(items ? Span<const int64_t>(reinterpret_cast<const int64_t*>(items->data()), items->size())
+                                   : Span<const int64_t>());
         break;
       }
       case fb::KernelTypes::DoubleList: {
@@ -142,8 +135,7 @@ Error Method::parse_values(const Program& program, const fb::ExecutionPlan* plan
                                       : Span<const bool>());
         break;
       }
-      case fb::KernelTypes::TensorList:
-        break;  // second pass, once every tensor exists
+      case fb::KernelTypes::TensorList: break;  // second pass, once every tensor exists
       case fb::KernelTypes::Tensor: {
         const fb::Tensor* t = v->val_as_Tensor();
         const auto dtype = static_cast<ScalarType>(t->scalar_type());
@@ -167,7 +159,8 @@ Error Method::parse_values(const Program& program, const fb::ExecutionPlan* plan
           const int64_t s = t->sizes()->Get(static_cast<flatbuffers::uoffset_t>(d));
           const uint64_t at_least_one = s > 0 ? static_cast<uint64_t>(s) : 1;
           ET_CHECK_OR_RETURN(s >= 0 && extent <= kMaxTensorBytes / at_least_one, Error::InvalidProgram,
-                             "value %zu: size %lld of dim %zu is negative or too large", i, static_cast<long long>(s), d);
+                             "value %zu: size %lld of dim %zu is negative or too large", i, static_cast<long long>(s),
+                             d);
           shape[d] = s;
           numel *= static_cast<uint64_t>(s);
           extent *= at_least_one;
@@ -183,7 +176,7 @@ Error Method::parse_values(const Program& program, const fb::ExecutionPlan* plan
         void* data = nullptr;
         if (t->data_segment() >= 0) {
           auto bytes = program.segment_data(static_cast<size_t>(t->data_segment()), t->data_offset(), nbytes);
-          if (!bytes.ok()) return ET_ERROR(bytes.error(), "value %zu (constant): %s", i, last_error_message());
+          if (!bytes.ok()) return ET_ERROR_CONTEXT(bytes.error(), "value %zu (constant)", i);
           ET_CHECK_OR_RETURN(reinterpret_cast<uintptr_t>(bytes->data()) % element_size(dtype) == 0,
                              Error::InvalidProgram, "value %zu: constant data is misaligned", i);
           data = const_cast<uint8_t*>(bytes->data());
@@ -194,7 +187,8 @@ Error Method::parse_values(const Program& program, const fb::ExecutionPlan* plan
                              "value %zu: planned buffer %zu does not exist (%zu buffers)", i, id, buffers_.size());
           ET_CHECK_OR_RETURN(t->mem_offset() <= buffers_[id].size() && nbytes <= buffers_[id].size() - t->mem_offset(),
                              Error::InvalidProgram, "value %zu: bytes [%llu, +%llu) lie outside planned buffer %zu", i,
-                             static_cast<unsigned long long>(t->mem_offset()), static_cast<unsigned long long>(nbytes), id);
+                             static_cast<unsigned long long>(t->mem_offset()), static_cast<unsigned long long>(nbytes),
+                             id);
           ET_CHECK_OR_RETURN(t->mem_offset() % element_size(dtype) == 0, Error::InvalidProgram,
                              "value %zu: planned offset is misaligned", i);
           data = buffers_[id].data() + t->mem_offset();
@@ -221,9 +215,10 @@ Error Method::parse_values(const Program& program, const fb::ExecutionPlan* plan
     for (size_t k = 0; k < count; ++k) {
       const int32_t id = items->Get(static_cast<flatbuffers::uoffset_t>(k));
       // None items are the unindexed dimensions of index.Tensor / index_put (Tensor?[]).
-      ET_CHECK_OR_RETURN(id >= 0 && static_cast<size_t>(id) < n &&
-                             (values_[static_cast<size_t>(id)].is_tensor() || values_[static_cast<size_t>(id)].is_none()),
-                         Error::InvalidProgram, "value %zu: list item %zu (%d) is neither a tensor nor None", i, k, id);
+      ET_CHECK_OR_RETURN(
+          id >= 0 && static_cast<size_t>(id) < n &&
+              (values_[static_cast<size_t>(id)].is_tensor() || values_[static_cast<size_t>(id)].is_none()),
+          Error::InvalidProgram, "value %zu: list item %zu (%d) is neither a tensor nor None", i, k, id);
       list[k] = &values_[static_cast<size_t>(id)];
     }
     values_[i] = EValue::tensor_list(Span<EValue* const>(list.get(), count));
@@ -235,8 +230,8 @@ Error Method::parse_values(const Program& program, const fb::ExecutionPlan* plan
 Error Method::parse_instructions(const Program& program, const fb::ExecutionPlan* plan) {
   const size_t n = values_.size();
   const auto* chains = plan->chains();
-  ET_CHECK_OR_RETURN(size_of(chains) <= 1, Error::NotSupported, "method '%s' has %zu chains; one is supported",
-                     name(), size_of(chains));
+  ET_CHECK_OR_RETURN(size_of(chains) <= 1, Error::NotSupported, "method '%s' has %zu chains; one is supported", name(),
+                     size_of(chains));
   if (size_of(chains) == 0) return Error::Ok;
   const auto* instructions = chains->Get(0)->instructions();
   const auto* operators = plan->operators();
@@ -271,13 +266,14 @@ Error Method::parse_instructions(const Program& program, const fb::ExecutionPlan
     std::vector<CompileSpec> specs;
     if (const auto* list = del->compile_specs()) {
       for (const fb::CompileSpec* s : *list) {
-        specs.push_back({s->key() ? s->key()->c_str() : "",
-                         s->value() ? Span<const uint8_t>(s->value()->data(), s->value()->size()) : Span<const uint8_t>()});
+        specs.push_back(
+            {s->key() ? s->key()->c_str() : "",
+             s->value() ? Span<const uint8_t>(s->value()->data(), s->value()->size()) : Span<const uint8_t>()});
       }
     }
     auto handle = backend->init(payload, Span<const CompileSpec>(specs.data(), specs.size()));
     if (!handle.ok()) {
-      return ET_ERROR(handle.error(), "backend '%s' could not load delegate %zu: %s", id, d, last_error_message());
+      return ET_ERROR_CONTEXT(handle.error(), "backend '%s' could not load delegate %zu", id, d);
     }
     delegates_.push_back({backend, *handle, id});
   }
@@ -315,9 +311,9 @@ Error Method::parse_instructions(const Program& program, const fb::ExecutionPlan
       }
       case fb::InstructionArguments::DelegateCall: {
         const fb::DelegateCall* call = ins->instr_args_as_DelegateCall();
-        ET_CHECK_OR_RETURN(call->delegate_index() >= 0 && static_cast<size_t>(call->delegate_index()) < delegates_.size(),
-                           Error::InvalidProgram, "instruction %zu: delegate %d does not exist", k,
-                           call->delegate_index());
+        ET_CHECK_OR_RETURN(
+            call->delegate_index() >= 0 && static_cast<size_t>(call->delegate_index()) < delegates_.size(),
+            Error::InvalidProgram, "instruction %zu: delegate %d does not exist", k, call->delegate_index());
         DelegateStep step{static_cast<size_t>(call->delegate_index()), {}};
         ET_TRY(collect_args(call->args(), step.args, k));
         steps_.emplace_back(std::move(step));
@@ -328,12 +324,11 @@ Error Method::parse_instructions(const Program& program, const fb::ExecutionPlan
         ET_CHECK_OR_RETURN(call->move_from() >= 0 && static_cast<size_t>(call->move_from()) < n &&
                                call->move_to() >= 0 && static_cast<size_t>(call->move_to()) < n,
                            Error::InvalidProgram, "instruction %zu: move between values out of range", k);
-        steps_.emplace_back(MoveStep{&values_[static_cast<size_t>(call->move_from())],
-                                     &values_[static_cast<size_t>(call->move_to())]});
+        steps_.emplace_back(
+            MoveStep{&values_[static_cast<size_t>(call->move_from())], &values_[static_cast<size_t>(call->move_to())]});
         break;
       }
-      default:
-        return ET_ERROR(Error::InvalidProgram, "instruction %zu has unknown type", k);
+      default: return ET_ERROR(Error::InvalidProgram, "instruction %zu has unknown type", k);
     }
   }
   return Error::Ok;
@@ -393,8 +388,8 @@ Error Method::set_input(size_t index, const EValue& value) {
   ET_CHECK_OR_RETURN(value.is_tensor(), Error::InvalidArgument, "input %zu must be a tensor", index);
   const Tensor& src = value.to_tensor();
   Tensor& dst = slot.to_tensor();
-  ET_CHECK_OR_RETURN(src.scalar_type() == dst.scalar_type(), Error::InvalidArgument,
-                     "input %zu: dtype %s, expected %s", index, to_string(src.scalar_type()), to_string(dst.scalar_type()));
+  ET_CHECK_OR_RETURN(src.scalar_type() == dst.scalar_type(), Error::InvalidArgument, "input %zu: dtype %s, expected %s",
+                     index, to_string(src.scalar_type()), to_string(dst.scalar_type()));
   ET_CHECK_OR_RETURN(src.dim() == dst.dim(), Error::InvalidArgument, "input %zu: %d dimensions, expected %d", index,
                      src.dim(), dst.dim());
   for (int d = 0; d < dst.dim(); ++d) {
@@ -479,6 +474,7 @@ Error Method::execute() {
   for (size_t k = 0; k < steps_.size(); ++k) {
     Step& s = steps_[k];
     Error e = Error::Ok;
+    clear_error();  // a kernel that fails without a message leaves no stale one behind
     const auto start = profile ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point();
     if (auto* kernel = std::get_if<KernelStep>(&s)) {
       e = kernel->op(context, Span<EValue*>(kernel->args.data(), kernel->args.size()));
@@ -492,10 +488,7 @@ Error Method::execute() {
     if (profile) {
       profile_ms_[k] += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
     }
-    if (e != Error::Ok) {
-      const std::string detail = last_error_message();
-      return ET_ERROR(e, "instruction %zu (%s) failed: %s", k, label(s).c_str(), detail.c_str());
-    }
+    if (e != Error::Ok) return ET_ERROR_CONTEXT(e, "method '%s': instruction %zu (%s)", name(), k, label(s).c_str());
   }
   return Error::Ok;
 }

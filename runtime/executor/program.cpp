@@ -85,8 +85,8 @@ Result<std::unique_ptr<Program>> Program::load(std::unique_ptr<DataLoader> loade
   options.max_depth = 64;
   options.max_tables = 10'000'000;
   flatbuffers::Verifier verifier(fb_data, static_cast<size_t>(program_size), options);
-  ET_CHECK_OR_RETURN(fb::ProgramBufferHasIdentifier(fb_data), Error::InvalidProgram,
-                     "FlatBuffer identifier is not %s", fb::ProgramIdentifier());
+  ET_CHECK_OR_RETURN(fb::ProgramBufferHasIdentifier(fb_data), Error::InvalidProgram, "FlatBuffer identifier is not %s",
+                     fb::ProgramIdentifier());
   ET_CHECK_OR_RETURN(fb::VerifyProgramBuffer(verifier), Error::InvalidProgram,
                      "the FlatBuffer failed verification (truncated or corrupt)");
   const fb::Program* program = fb::GetProgram(fb_data);
@@ -108,11 +108,11 @@ Result<std::unique_ptr<Program>> Program::load(std::unique_ptr<DataLoader> loade
     }
     std::sort(spans.begin(), spans.end());
     for (size_t i = 1; i < spans.size(); ++i) {
-      ET_CHECK_OR_RETURN(spans[i].first >= spans[i - 1].second, Error::InvalidProgram,
-                         "segments [%llu, %llu) and [%llu, %llu) overlap",
-                         static_cast<unsigned long long>(spans[i - 1].first),
-                         static_cast<unsigned long long>(spans[i - 1].second),
-                         static_cast<unsigned long long>(spans[i].first), static_cast<unsigned long long>(spans[i].second));
+      ET_CHECK_OR_RETURN(
+          spans[i].first >= spans[i - 1].second, Error::InvalidProgram,
+          "segments [%llu, %llu) and [%llu, %llu) overlap", static_cast<unsigned long long>(spans[i - 1].first),
+          static_cast<unsigned long long>(spans[i - 1].second), static_cast<unsigned long long>(spans[i].first),
+          static_cast<unsigned long long>(spans[i].second));
     }
   }
   ET_CHECK_OR_RETURN(program->execution_plan() != nullptr && program->execution_plan()->size() > 0,
@@ -147,12 +147,13 @@ const char* Program::metadata(const char* key) const {
 
 Result<Span<const uint8_t>> Program::segment_data(size_t index, uint64_t offset, uint64_t size) const {
   const auto* list = program_->segments();
-  ET_CHECK_OR_RETURN(list != nullptr && index < list->size(), Error::InvalidProgram,
-                     "segment %zu does not exist", index);
+  ET_CHECK_OR_RETURN(list != nullptr && index < list->size(), Error::InvalidProgram, "segment %zu does not exist",
+                     index);
   const fb::DataSegment* s = list->Get(static_cast<flatbuffers::uoffset_t>(index));
   ET_CHECK_OR_RETURN(offset <= s->size() && size <= s->size() - offset, Error::InvalidProgram,
-                     "bytes [%llu, +%llu) lie outside segment %zu of %llu bytes", static_cast<unsigned long long>(offset),
-                     static_cast<unsigned long long>(size), index, static_cast<unsigned long long>(s->size()));
+                     "bytes [%llu, +%llu) lie outside segment %zu of %llu bytes",
+                     static_cast<unsigned long long>(offset), static_cast<unsigned long long>(size), index,
+                     static_cast<unsigned long long>(s->size()));
   return Span<const uint8_t>(segments_.data() + s->offset() + offset, static_cast<size_t>(size));
 }
 
@@ -160,7 +161,8 @@ Result<std::vector<uint64_t>> Program::planned_buffer_sizes(const char* name) co
   for (size_t i = 0; i < num_methods(); ++i) {
     if (std::strcmp(method_name(i), name) == 0) {
       std::vector<uint64_t> sizes;
-      if (const auto* list = program_->execution_plan()->Get(static_cast<flatbuffers::uoffset_t>(i))->non_const_buffer_sizes()) {
+      if (const auto* list =
+              program_->execution_plan()->Get(static_cast<flatbuffers::uoffset_t>(i))->non_const_buffer_sizes()) {
         sizes.assign(list->begin(), list->end());
       }
       return sizes;

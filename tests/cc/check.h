@@ -24,10 +24,10 @@ inline int finish(const char* name) {
 }  // namespace testing
 }  // namespace executorch
 
-#define CHECK(cond)                                                               \
-  do {                                                                            \
-    if (!(cond)) {                                                                \
-      std::printf("%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond);        \
-      ++::executorch::testing::failures();                                        \
-    }                                                                             \
+#define CHECK(cond)                                                        \
+  do {                                                                     \
+    if (!(cond)) {                                                         \
+      std::printf("%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond); \
+      ++::executorch::testing::failures();                                 \
+    }                                                                      \
   } while (0)

@@ -26,7 +26,8 @@ struct T {
     int64_t n = 1;
     for (int64_t v : sizes) n *= v;
     data = d.empty() ? std::vector<float>(static_cast<size_t>(n)) : std::move(d);
-    tensor = rt::Tensor(rt::ScalarType::Float, static_cast<int>(sizes.size()), sizes.data(), strides.data(), data.data());
+    tensor =
+        rt::Tensor(rt::ScalarType::Float, static_cast<int>(sizes.size()), sizes.data(), strides.data(), data.data());
   }
 };
 
@@ -101,7 +102,8 @@ void test_convolution() {
               for (int64_t kx = 0; kx < kw; ++kx) {
                 const int64_t iy = y * s - p + ky * d, ix = xx * s - p + kx * d;
                 if (iy < 0 || iy >= h || ix < 0 || ix >= w) continue;
-                acc += double(x.data[((b * c + g * cg + ci) * h + iy) * w + ix]) * wt.data[((o * cg + ci) * kh + ky) * kw + kx];
+                acc += double(x.data[((b * c + g * cg + ci) * h + iy) * w + ix]) *
+                       wt.data[((o * cg + ci) * kh + ky) * kw + kx];
               }
           ref[((b * oc + o) * oh + y) * ow + xx] = static_cast<float>(acc);
         }
@@ -110,7 +112,8 @@ void test_convolution() {
 
 void test_softmax_layer_norm_add() {
   T x({3, 5}, random(15, 6)), out({3, 5});
-  CHECK(call("aten::_softmax", {EValue(x.tensor), EValue(int64_t{-1}), EValue(false), EValue(out.tensor)}) == Error::Ok);
+  CHECK(call("aten::_softmax", {EValue(x.tensor), EValue(int64_t{-1}), EValue(false), EValue(out.tensor)}) ==
+        Error::Ok);
   for (int r = 0; r < 3; ++r) {
     float sum = 0, mx = -1e30f;
     for (int j = 0; j < 5; ++j) mx = std::max(mx, x.data[r * 5 + j]);
@@ -123,17 +126,19 @@ void test_softmax_layer_norm_add() {
   T ln({3, 5}), mean({3, 1}), rstd({3, 1});
   const int64_t shape[] = {5};
   CHECK(call("aten::native_layer_norm", {EValue(x.tensor), EValue::int_list({shape, 1}), EValue(), EValue(),
-                                          EValue(1e-5), EValue(ln.tensor), EValue(mean.tensor), EValue(rstd.tensor)}) ==
+                                         EValue(1e-5), EValue(ln.tensor), EValue(mean.tensor), EValue(rstd.tensor)}) ==
         Error::Ok);
   for (int r = 0; r < 3; ++r) {
     double m = 0, v = 0;
     for (int j = 0; j < 5; ++j) m += x.data[r * 5 + j] / 5.0;
     for (int j = 0; j < 5; ++j) v += (x.data[r * 5 + j] - m) * (x.data[r * 5 + j] - m) / 5.0;
-    for (int j = 0; j < 5; ++j) CHECK(std::fabs(ln.data[r * 5 + j] - (x.data[r * 5 + j] - m) / std::sqrt(v + 1e-5)) < 1e-5);
+    for (int j = 0; j < 5; ++j)
+      CHECK(std::fabs(ln.data[r * 5 + j] - (x.data[r * 5 + j] - m) / std::sqrt(v + 1e-5)) < 1e-5);
   }
 
   T a({2, 1, 3}, {1, 2, 3, 4, 5, 6}), b({4, 1}, {10, 20, 30, 40}), sum({2, 4, 3});
-  CHECK(call("aten::add.Tensor", {EValue(a.tensor), EValue(b.tensor), EValue(int64_t{2}), EValue(sum.tensor)}) == Error::Ok);
+  CHECK(call("aten::add.Tensor", {EValue(a.tensor), EValue(b.tensor), EValue(int64_t{2}), EValue(sum.tensor)}) ==
+        Error::Ok);
   CHECK(sum.data[0] == 21 && sum.data[3 * 3 + 2] == 83 && sum.data[(1 * 4 + 2) * 3 + 1] == 65);
   T bad({2, 4, 4});
   CHECK(call("aten::add.Tensor", {EValue(a.tensor), EValue(b.tensor), EValue(int64_t{1}), EValue(bad.tensor)}) ==

@@ -18,10 +18,10 @@ namespace fb = executorch_flatbuffer;
 
 struct Options {
   bool planned_inputs = true;
-  int bad_arg = -1;                 // replace an instruction argument with this value index
-  uint64_t buffer_size = 256;       // planned buffer bytes
-  const char* op = "aten::add";     // first operator
-  const char* delegate = nullptr;   // add a delegate call to this backend
+  int bad_arg = -1;                // replace an instruction argument with this value index
+  uint64_t buffer_size = 256;      // planned buffer bytes
+  const char* op = "aten::add";    // first operator
+  const char* delegate = nullptr;  // add a delegate call to this backend
   uint32_t version = rt::kProgramVersion;
 };
 
@@ -30,27 +30,30 @@ inline std::vector<uint8_t> build_program(const Options& o = {}) {
   flatbuffers::FlatBufferBuilder b;
   const std::vector<int64_t> shape = {2, 3};
   auto tensor = [&](int mem_id, uint64_t offset) {
-    return fb::CreateEValue(b, fb::KernelTypes::Tensor,
-                            fb::CreateTensorDirect(b, fb::ScalarType::FLOAT, &shape, nullptr, -1, 0, mem_id, offset).Union());
+    return fb::CreateEValue(
+        b, fb::KernelTypes::Tensor,
+        fb::CreateTensorDirect(b, fb::ScalarType::FLOAT, &shape, nullptr, -1, 0, mem_id, offset).Union());
   };
   std::vector<flatbuffers::Offset<fb::EValue>> values = {
-      tensor(o.planned_inputs ? 0 : -1, 0),   // 0: x
-      tensor(o.planned_inputs ? 0 : -1, 32),  // 1: y
+      tensor(o.planned_inputs ? 0 : -1, 0),                                    // 0: x
+      tensor(o.planned_inputs ? 0 : -1, 32),                                   // 1: y
       fb::CreateEValue(b, fb::KernelTypes::Int, fb::CreateInt(b, 1).Union()),  // 2: alpha
-      tensor(0, 64),                          // 3: sum
-      tensor(0, 96),                          // 4: out
+      tensor(0, 64),                                                           // 3: sum
+      tensor(0, 96),                                                           // 4: out
   };
   std::vector<int32_t> add_args = {0, 1, 2, 3}, relu_args = {3, 4};
   if (o.bad_arg != -1) add_args[1] = o.bad_arg;
   std::vector<flatbuffers::Offset<fb::Instruction>> instructions = {
-      fb::CreateInstruction(b, fb::InstructionArguments::KernelCall, fb::CreateKernelCallDirect(b, 0, &add_args).Union()),
-      fb::CreateInstruction(b, fb::InstructionArguments::KernelCall, fb::CreateKernelCallDirect(b, 1, &relu_args).Union()),
+      fb::CreateInstruction(b, fb::InstructionArguments::KernelCall,
+                            fb::CreateKernelCallDirect(b, 0, &add_args).Union()),
+      fb::CreateInstruction(b, fb::InstructionArguments::KernelCall,
+                            fb::CreateKernelCallDirect(b, 1, &relu_args).Union()),
   };
   std::vector<flatbuffers::Offset<fb::BackendDelegate>> delegates;
   if (o.delegate) {
     std::vector<int32_t> args = {0, 4};
-    instructions.push_back(
-        fb::CreateInstruction(b, fb::InstructionArguments::DelegateCall, fb::CreateDelegateCallDirect(b, 0, &args).Union()));
+    instructions.push_back(fb::CreateInstruction(b, fb::InstructionArguments::DelegateCall,
+                                                 fb::CreateDelegateCallDirect(b, 0, &args).Union()));
     delegates.push_back(fb::CreateBackendDelegateDirect(
         b, o.delegate, fb::CreateBackendDelegateDataReference(b, fb::DataLocation::INLINE, 0)));
   }
@@ -59,7 +62,8 @@ inline std::vector<uint8_t> build_program(const Options& o = {}) {
                                                         fb::CreateOperatorDirect(b, "aten::relu", "")};
   std::vector<int32_t> inputs = {0, 1}, outputs = {4};
   std::vector<uint64_t> sizes = {o.buffer_size};
-  auto plan = fb::CreateExecutionPlanDirect(b, "forward", &values, &inputs, &outputs, &chains, &ops, &delegates, &sizes);
+  auto plan =
+      fb::CreateExecutionPlanDirect(b, "forward", &values, &inputs, &outputs, &chains, &ops, &delegates, &sizes);
   std::vector<flatbuffers::Offset<fb::ExecutionPlan>> plans = {plan};
   std::vector<uint8_t> payload = {1, 2, 3};
   std::vector<flatbuffers::Offset<fb::BackendDelegateInlineData>> inline_data = {

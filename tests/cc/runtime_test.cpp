@@ -37,16 +37,19 @@ class FakeBackend final : public rt::BackendInterface {
  public:
   explicit FakeBackend(bool available) : available_(available) {}
   bool is_available() const override { return available_; }
-  rt::Result<rt::DelegateHandle*> init(rt::Span<const uint8_t> processed, rt::Span<const rt::CompileSpec>) const override {
+  rt::Result<rt::DelegateHandle*> init(rt::Span<const uint8_t> processed,
+                                       rt::Span<const rt::CompileSpec>) const override {
     payload_bytes = processed.size();
     return static_cast<rt::DelegateHandle*>(&inits);
   }
   Error execute(rt::DelegateHandle*, rt::Span<rt::EValue*> args) const override {
     ++executes;
+    if (fail_execute) return ET_ERROR(Error::Internal, "FakeBackend: device lost");
     return args.size() == 2 ? Error::Ok : Error::InvalidArgument;
   }
   void destroy(rt::DelegateHandle*) const override { ++destroys; }
   mutable size_t payload_bytes = 0;
+  mutable bool fail_execute = false;
   mutable int inits = 0, executes = 0, destroys = 0;
 
  private:
@@ -89,7 +92,8 @@ void test_method_runs() {
   if (!method.ok()) return;
   std::vector<int64_t> sizes = {2, 3}, strides = {3, 1};
   float x[6] = {1, -2, 3, -4, 5, -6}, y[6] = {0.5f, 0.5f, 0.5f, 0.5f, 0.5f, 10};
-  rt::Tensor tx(rt::ScalarType::Float, 2, sizes.data(), strides.data(), x), ty(rt::ScalarType::Float, 2, sizes.data(), strides.data(), y);
+  rt::Tensor tx(rt::ScalarType::Float, 2, sizes.data(), strides.data(), x),
+      ty(rt::ScalarType::Float, 2, sizes.data(), strides.data(), y);
   CHECK(method.get()->set_input(0, rt::EValue(tx)) == Error::Ok);
   CHECK(method.get()->set_input(1, rt::EValue(ty)) == Error::Ok);
   CHECK(method.get()->execute() == Error::Ok);
@@ -103,7 +107,8 @@ void test_method_runs() {
   // Wrong inputs are errors with a reason.
   std::vector<int64_t> bad_sizes = {3, 2};
   rt::Tensor wrong_shape(rt::ScalarType::Float, 2, bad_sizes.data(), strides.data(), x);
-  CHECK(method.get()->set_input(0, rt::EValue(wrong_shape)) == Error::InvalidArgument && message_contains("expected 2"));
+  CHECK(method.get()->set_input(0, rt::EValue(wrong_shape)) == Error::InvalidArgument &&
+        message_contains("expected 2"));
   int64_t ix[6] = {};
   rt::Tensor wrong_dtype(rt::ScalarType::Long, 2, sizes.data(), strides.data(), ix);
   CHECK(method.get()->set_input(1, rt::EValue(wrong_dtype)) == Error::InvalidArgument && message_contains("int64"));
@@ -118,11 +123,12 @@ void test_output_buffers() {
   CHECK(method.ok());
   if (!method.ok()) return;
   rt::Method& m = *method.get();
-  CHECK(!m.input_may_be_on_device(0) && !m.input_may_be_on_device(9));  // planned inputs are copied
+  CHECK(!m.input_may_be_on_device(0) && !m.input_may_be_on_device(9));    // planned inputs are copied
   CHECK(!m.output_may_be_on_device(0) && !m.output_may_be_on_device(3));  // the CPU relu writes it
   std::vector<int64_t> sizes = {2, 3}, strides = {3, 1};
   float x[6] = {1, -2, 3, -4, 5, -6}, y[6] = {1, 1, 1, 1, 1, 1}, out[6] = {};
-  rt::Tensor tx(rt::ScalarType::Float, 2, sizes.data(), strides.data(), x), ty(rt::ScalarType::Float, 2, sizes.data(), strides.data(), y);
+  rt::Tensor tx(rt::ScalarType::Float, 2, sizes.data(), strides.data(), x),
+      ty(rt::ScalarType::Float, 2, sizes.data(), strides.data(), y);
   CHECK(m.set_input(0, rt::EValue(tx)) == Error::Ok && m.set_input(1, rt::EValue(ty)) == Error::Ok);
   CHECK(m.set_output_data(0, out, sizeof(out) - 4, {}) == Error::InvalidArgument && message_contains("expected 24"));
   CHECK(m.set_output_data(0, out, sizeof(out), {rt::DeviceType::CUDA, 0}) == Error::NotSupported &&
@@ -217,6 +223,40 @@ void test_delegate_lifecycle() {
   CHECK(fake->destroys == 1);
 }
 
+void test_error_chain() {
+  // Each layer says where the failure passed, once, before what the innermost one said.
+  (void)ET_ERROR(Error::Internal, "device lost");
+  (void)ET_ERROR_CONTEXT(Error::Internal, "instruction 3 (aten::mm.out)");
+  (void)ET_ERROR_CONTEXT(Error::Internal, "instruction 3 (aten::mm.out)");
+  (void)ET_ERROR_CONTEXT(Error::Internal, "method '%s'", "forward");
+  CHECK(std::string(rt::last_error_message()) == "method 'forward': instruction 3 (aten::mm.out): device lost");
+  rt::clear_error();
+  (void)ET_ERROR_CONTEXT(Error::Internal, "instruction 0");
+  CHECK(std::string(rt::last_error_message()) == "instruction 0");
+  // A hostile program's names cannot grow the message without bound.
+  const std::string long_name(5000, 'x');
+  (void)ET_ERROR(Error::InvalidProgram, "operator %s has no kernel", long_name.c_str());
+  (void)ET_ERROR_CONTEXT(Error::InvalidProgram, "%s", long_name.c_str());
+  CHECK(std::strlen(rt::last_error_message()) == 2048);
+
+  // Through a method: the delegate's own message, after the method and the instruction.
+  auto* fake = static_cast<FakeBackend*>(rt::get_backend_class("FakeBackend"));
+  auto p = load(build_program({.delegate = "FakeBackend"}));
+  CHECK(p.ok());
+  if (!p.ok()) return;
+  auto method = p.get()->load_method("forward");
+  CHECK(method.ok());
+  if (!method.ok()) return;
+  fake->fail_execute = true;
+  CHECK(method.get()->execute() == Error::Internal);
+  fake->fail_execute = false;
+  const std::string message = rt::last_error_message();
+  CHECK(message == "method 'forward': instruction 2 (delegate FakeBackend): FakeBackend: device lost");
+  if (message.find("method 'forward'") != 0) std::printf("  (message was: %s)\n", message.c_str());
+  // The method runs again once the delegate does.
+  CHECK(method.get()->execute() == Error::Ok);
+}
+
 void test_thread_pool() {
   namespace tp = executorch::extension::threadpool;
   tp::set_num_threads(4);
@@ -254,6 +294,7 @@ int main() {
   test_unplanned_input_must_be_set();
   test_hostile_programs();
   test_delegate_lifecycle();
+  test_error_chain();
   test_thread_pool();
   return executorch::testing::finish("runtime_test");
 }

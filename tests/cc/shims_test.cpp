@@ -18,7 +18,8 @@ void test_cpu_tensors() {
   const int64_t sizes[] = {2, 3};
   AtenTensorHandle t = nullptr;
   CHECK(aoti_torch_create_tensor_from_blob_v2(data, 2, sizes, nullptr, 0, aoti_torch_dtype_float32(),
-                                              aoti_torch_device_type_cpu(), 0, &t, 0, nullptr, 0) == AOTI_TORCH_SUCCESS);
+                                              aoti_torch_device_type_cpu(), 0, &t, 0, nullptr,
+                                              0) == AOTI_TORCH_SUCCESS);
   int64_t *got_sizes, *got_strides, numel, dim;
   int32_t dtype, device;
   void* ptr;
@@ -42,7 +43,8 @@ void test_cpu_tensors() {
   CHECK(aoti_torch_clone(t, &copy) == 0);
   CHECK(aoti_torch_get_data_ptr(copy, &ptr) == 0 && ptr != data && std::memcmp(ptr, data, sizeof(data)) == 0);
   AtenTensorHandle empty = nullptr;
-  CHECK(aoti_torch_empty_strided(2, sizes, nullptr, aoti_torch_dtype_float32(), aoti_torch_device_type_cpu(), 0, &empty) == 0);
+  CHECK(aoti_torch_empty_strided(2, sizes, nullptr, aoti_torch_dtype_float32(), aoti_torch_device_type_cpu(), 0,
+                                 &empty) == 0);
   CHECK(aoti_torch_copy_(empty, view, 0) == AOTI_TORCH_FAILURE);  // sizes differ: an error, not a crash
   CHECK(aoti_torch_copy_(empty, t, 0) == 0);
   CHECK(aoti_torch_get_data_ptr(empty, &ptr) == 0 && static_cast<float*>(ptr)[5] == 6);
@@ -57,8 +59,8 @@ void test_cuda(bool have_device) {
     AtenTensorHandle t = nullptr;
     const int64_t sizes[] = {4};
     // No device: an error, not a crash.
-    CHECK(aoti_torch_empty_strided(1, sizes, nullptr, aoti_torch_dtype_float32(), aoti_torch_device_type_cuda(), 0, &t) ==
-          AOTI_TORCH_FAILURE);
+    CHECK(aoti_torch_empty_strided(1, sizes, nullptr, aoti_torch_dtype_float32(), aoti_torch_device_type_cuda(), 0,
+                                   &t) == AOTI_TORCH_FAILURE);
     return;
   }
   const int64_t m = 37, k = 70, n = 45;
@@ -69,14 +71,16 @@ void test_cuda(bool have_device) {
   auto upload = [](std::vector<float>& host, std::vector<int64_t> sizes) {
     AtenTensorHandle h_host = nullptr, h_dev = nullptr;
     aoti_torch_create_tensor_from_blob_v2(host.data(), static_cast<int64_t>(sizes.size()), sizes.data(), nullptr, 0,
-                                          aoti_torch_dtype_float32(), aoti_torch_device_type_cpu(), 0, &h_host, 0, nullptr, 0);
+                                          aoti_torch_dtype_float32(), aoti_torch_device_type_cpu(), 0, &h_host, 0,
+                                          nullptr, 0);
     aoti_torch_empty_strided(static_cast<int64_t>(sizes.size()), sizes.data(), nullptr, aoti_torch_dtype_float32(),
                              aoti_torch_device_type_cuda(), 0, &h_dev);
     CHECK(aoti_torch_copy_(h_dev, h_host, 0) == 0);
     aoti_torch_delete_tensor_object(h_host);
     return h_dev;
   };
-  AtenTensorHandle da = upload(a, {m, k}), db = upload(b, {k, n}), dbias = upload(bias, {n}), dout = upload(out, {m, n});
+  AtenTensorHandle da = upload(a, {m, k}), db = upload(b, {k, n}), dbias = upload(bias, {n}),
+                   dout = upload(out, {m, n});
   cudaStream_t stream;
   cudaStreamCreate(&stream);
   CUDAStreamGuardHandle guard = nullptr;

@@ -42,7 +42,8 @@ inline bool read_corpus(const char* path, std::vector<CorpusCase>* out) {
     c.name.resize(name_len);
     if (!take(&c.name[0], name_len) || !take(&invalid, 1) || !take(&size, 8) || size > bytes.size() - at) return false;
     c.invalid = invalid != 0;
-    c.data.assign(bytes.begin() + static_cast<std::ptrdiff_t>(at), bytes.begin() + static_cast<std::ptrdiff_t>(at + size));
+    c.data.assign(bytes.begin() + static_cast<std::ptrdiff_t>(at),
+                  bytes.begin() + static_cast<std::ptrdiff_t>(at + size));
     at += size;
     out->push_back(std::move(c));
   }

@@ -1,5 +1,7 @@
 """C++ macros shared by every BUILD file."""
 
+load("@rules_cc//cc:defs.bzl", "cc_shared_library")
+
 def executorch_shared_library(name, shared_lib_name, deps, dynamic_deps = [], runpaths = ["$ORIGIN"], user_link_flags = [], **kwargs):
     """A cc_shared_library with a soname equal to its file name and relative runpaths.
 
@@ -16,7 +18,7 @@ def executorch_shared_library(name, shared_lib_name, deps, dynamic_deps = [], ru
       user_link_flags: extra linker flags.
       **kwargs: passed to cc_shared_library (visibility, tags, target_compatible_with, ...).
     """
-    native.cc_shared_library(
+    cc_shared_library(
         name = name,
         shared_lib_name = shared_lib_name,
         deps = deps,

@@ -8,64 +8,7 @@ in the site-packages of $PYTHON_BIN_PATH or python3 (nvidia/cu13). The repositor
   defs.bzl       CUDA_AVAILABLE, CUDA_ROOT, NVCC, HOST_COMPILER, CUDA_VERSION
 Where no toolkit is found the targets fail at analysis with a message saying what to do; builds with
 --//:cuda=False never reach them. nvcc's host compiler is $CUDA_HOST_COMPILER, else $CXX, else g++.
-"""
-
-_FIND_WHEEL_TOOLKIT = """
-import os, sys
-try:
-    import nvidia
-except ImportError:
-    sys.exit(0)
-for base in nvidia.__path__:
-    root = os.path.join(base, "cu13")
-    if os.path.exists(os.path.join(root, "bin", "nvcc")):
-        print(root)
-        break
-"""
-
-_BUILD_AVAILABLE = """\
-package(default_visibility = ["//visibility:public"])
-
-exports_files(["lib/{cudart}"])
-
-cc_library(
-    name = "cuda_headers",
-    # nv/target (cuda_fp16.h and cuda_bf16.h include it) has no extension.
-    hdrs = glob(["include/**/*.h", "include/**/*.hpp", "include/**/*.cuh", "include/nv/**"], allow_empty = True),
-    includes = ["include"],
-)
-
-cc_import(
-    name = "cudart_shared",
-    shared_library = "lib/{cudart}",
-)
-
-cc_library(
-    name = "cudart",
-    deps = [":cuda_headers", ":cudart_shared"],
-)
-
-filegroup(
-    name = "cuobjdump",
-    srcs = {cuobjdump},
-)
-"""
-
-_BUILD_MISSING = """\
-load(":missing.bzl", "missing_toolkit")
-
-package(default_visibility = ["//visibility:public"])
-
-[missing_toolkit(name = n) for n in ["cuda_headers", "cudart", "cuobjdump"]]
-"""
-
-_MISSING_BZL = """\
-def _impl(ctx):
-    fail("No CUDA toolkit was found (%s). Set CUDA_PATH, or pip install nvidia-cuda-nvcc " +
-         "nvidia-cuda-runtime nvidia-cuda-crt nvidia-nvvm nvidia-cuda-cccl into the build's Python, " +
-         "or build without the CUDA delegate: --//:cuda=False.")
-
-missing_toolkit = rule(implementation = _impl)
+The repository's BUILD files come from the templates in private/.
 """
 
 def _python(rctx):
@@ -82,7 +25,7 @@ def _find_toolkit(rctx):
         return root, "CUDA_PATH"
     python = _python(rctx)
     if python:
-        result = rctx.execute([python, "-c", _FIND_WHEEL_TOOLKIT])
+        result = rctx.execute([python, rctx.path(Label("//tools/cuda/private:find_wheel_toolkit.py"))])
         if result.return_code == 0 and result.stdout.strip():
             return rctx.path(result.stdout.strip()), "toolkit wheels of " + str(python)
     return None, "CUDA_PATH unset; no nvidia/cu13 toolkit wheels for %s" % python
@@ -104,8 +47,8 @@ def _local_cuda_repo_impl(rctx):
     if root and not libdir:
         fail("The CUDA toolkit at %s (%s) has no libcudart.so.13" % (root, origin))
     if not root:
-        rctx.file("BUILD.bazel", _BUILD_MISSING)
-        rctx.file("missing.bzl", _MISSING_BZL.replace("%s", origin))
+        rctx.template("BUILD.bazel", Label("//tools/cuda/private:BUILD.local_cuda_missing.tpl"))
+        rctx.template("missing.bzl", Label("//tools/cuda/private:missing.bzl.tpl"), {"%{origin}": origin})
         rctx.file("defs.bzl", "\n".join([
             '"""No CUDA toolkit: %s."""' % origin,
             "CUDA_AVAILABLE = False",
@@ -126,10 +69,9 @@ def _local_cuda_repo_impl(rctx):
     nvcc = root.get_child("bin").get_child("nvcc")
     version = rctx.execute([nvcc, "--version"]).stdout
     release = [l for l in version.splitlines() if "release" in l]
-    rctx.file("BUILD.bazel", _BUILD_AVAILABLE.format(
-        cudart = "libcudart.so.13",
-        cuobjdump = '["bin/cuobjdump"]' if cuobjdump.exists else "[]",
-    ))
+    rctx.template("BUILD.bazel", Label("//tools/cuda/private:BUILD.local_cuda.tpl"), {
+        "%{cuobjdump}": '["bin/cuobjdump"]' if cuobjdump.exists else "[]",
+    })
     rctx.file("defs.bzl", "\n".join([
         '"""CUDA toolkit from %s."""' % origin,
         "CUDA_AVAILABLE = True",

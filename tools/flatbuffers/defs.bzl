@@ -1,5 +1,7 @@
 """Code generation from FlatBuffers schemas with flatc."""
 
+load("@rules_cc//cc:defs.bzl", "cc_library")
+
 def flatbuffer_cc_library(name, src, include_prefix, visibility = None):
     """A header-only cc_library with the C++ code flatc generates for `src` (<stem>_generated.h)."""
     stem = src.replace(":", "/").split("/")[-1].rsplit(".", 1)[0]
@@ -10,7 +12,7 @@ def flatbuffer_cc_library(name, src, include_prefix, visibility = None):
         cmd = "$(execpath @local_flatbuffers//:flatc) --cpp --scoped-enums -o $(RULEDIR) $<",
         tools = ["@local_flatbuffers//:flatc"],
     )
-    native.cc_library(
+    cc_library(
         name = name,
         hdrs = [stem + "_generated.h"],
         include_prefix = include_prefix,

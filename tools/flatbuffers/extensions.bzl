@@ -6,18 +6,6 @@ with :flatc and :runtime (headers). The generated C++ must match these headers' 
 both come from one place.
 """
 
-_BUILD = """\
-package(default_visibility = ["//visibility:public"])
-
-exports_files(["flatc"])
-
-cc_library(
-    name = "runtime",
-    hdrs = glob(["include/flatbuffers/**/*.h"]),
-    includes = ["include"],
-)
-"""
-
 def _local_flatbuffers_repo_impl(rctx):
     flatc = rctx.os.environ.get("FLATC", "") or rctx.which("flatc")
     if not flatc:
@@ -27,7 +15,7 @@ def _local_flatbuffers_repo_impl(rctx):
         fail("no flatbuffers/flatbuffers.h under %s: install libflatbuffers-dev or set FLATBUFFERS_INCLUDE" % include)
     rctx.symlink(flatc, "flatc")
     rctx.symlink(include.get_child("flatbuffers"), "include/flatbuffers")
-    rctx.file("BUILD.bazel", _BUILD)
+    rctx.template("BUILD.bazel", Label("//tools/flatbuffers/private:BUILD.local_flatbuffers.tpl"))
 
 local_flatbuffers_repo = repository_rule(
     implementation = _local_flatbuffers_repo_impl,

@@ -8,65 +8,6 @@ The interpreter is $PYTHON_BIN_PATH, else `python3` on PATH. The repository prov
 Nothing is downloaded: what the interpreter lacks (pybind11) is reported when a target needs it.
 """
 
-_PROBE = """
-import json, sys, sysconfig
-info = {
-    "executable": sys.executable,
-    "version": "%d.%d" % sys.version_info[:2],
-    "include": sysconfig.get_paths()["include"],
-    "ext_suffix": sysconfig.get_config_var("EXT_SUFFIX") or ".so",
-    "tag": "cp%d%d" % sys.version_info[:2],
-}
-try:
-    import pybind11
-    info["pybind11"] = pybind11.get_include()
-except ImportError:
-    info["pybind11"] = ""
-try:
-    import importlib.util
-    info["torch"] = importlib.util.find_spec("torch") is not None
-except Exception:
-    info["torch"] = False
-print(json.dumps(info))
-"""
-
-_BUILD = """\
-load("@bazel_tools//tools/python:toolchain.bzl", "py_runtime_pair")
-
-package(default_visibility = ["//visibility:public"])
-
-cc_library(
-    name = "python_headers",
-    hdrs = glob(["include/**/*.h"]),
-    includes = ["include"],
-)
-
-cc_library(
-    name = "pybind11",
-    hdrs = glob(["pybind11/**/*.h"]),
-    includes = ["pybind11"],
-    deps = [":python_headers"],
-)
-
-py_runtime(
-    name = "runtime",
-    interpreter_path = "{executable}",
-    python_version = "PY3",
-    stub_shebang = "#!{executable}",
-)
-
-py_runtime_pair(
-    name = "runtime_pair",
-    py3_runtime = ":runtime",
-)
-
-toolchain(
-    name = "toolchain",
-    toolchain = ":runtime_pair",
-    toolchain_type = "@bazel_tools//tools/python:toolchain_type",
-)
-"""
-
 def _find_python(rctx):
     path = rctx.os.environ.get("PYTHON_BIN_PATH", "")
     if path:
@@ -78,7 +19,7 @@ def _find_python(rctx):
 
 def _local_python_repo_impl(rctx):
     python = _find_python(rctx)
-    result = rctx.execute([python, "-c", _PROBE])
+    result = rctx.execute([python, rctx.path(Label("//tools/python/private:probe.py"))])
     if result.return_code != 0:
         fail("Cannot query the Python interpreter %s:\n%s" % (python, result.stderr))
     info = json.decode(result.stdout)
@@ -90,7 +31,7 @@ def _local_python_repo_impl(rctx):
         rctx.symlink(info["pybind11"], "pybind11")
     else:
         rctx.file("pybind11/pybind11/MISSING.txt", "pybind11 is not installed for %s\n" % python)
-    rctx.file("BUILD.bazel", _BUILD.format(executable = str(python)))
+    rctx.template("BUILD.bazel", Label("//tools/python/private:BUILD.local_python.tpl"), {"%{executable}": str(python)})
     rctx.file("defs.bzl", "\n".join([
         '"""Facts about the interpreter at %s."""' % python,
         'INTERPRETER = "%s"' % python,

@@ -19,7 +19,8 @@ __global__ void sgemm_kernel(int64_t m, int64_t n, int64_t k, float alpha, const
   a += blockIdx.z * stride_a, b += blockIdx.z * stride_b, c += blockIdx.z * stride_c;
   __shared__ float as[kTile][kTile + 1];
   __shared__ float bs[kTile][kTile + 1];
-  const int64_t row0 = static_cast<int64_t>(blockIdx.y) * kTile, col = static_cast<int64_t>(blockIdx.x) * kTile + threadIdx.x;
+  const int64_t row0 = static_cast<int64_t>(blockIdx.y) * kTile,
+                col = static_cast<int64_t>(blockIdx.x) * kTile + threadIdx.x;
   float acc[kTile / kRows] = {};
   for (int64_t p0 = 0; p0 < k; p0 += kTile) {
     for (int r = threadIdx.y; r < kTile; r += kRows) {
@@ -80,8 +81,7 @@ cudaError_t launch_add_rows(int64_t m, int64_t n, const void* bias, void* c, cud
       add_rows_kernel<<<blocks, 256, 0, stream>>>(m, n, static_cast<const __nv_bfloat16*>(bias),
                                                   static_cast<__nv_bfloat16*>(c));
       break;
-    default:
-      return cudaErrorInvalidValue;
+    default: return cudaErrorInvalidValue;
   }
   return cudaGetLastError();
 }

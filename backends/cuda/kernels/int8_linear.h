@@ -16,8 +16,7 @@ namespace cuda {
 // int32 for __dp4a) and w, q 4-byte aligned. Each launches on `stream` and returns the launch status.
 
 // Dynamic per-row quantization of float32 activations `x` (rows x k) into `q` and `scale`.
-cudaError_t launch_quantize_rows(const float* x, int8_t* q, float* scale, int64_t rows, int64_t k,
-                                 cudaStream_t stream);
+cudaError_t launch_quantize_rows(const float* x, int8_t* q, float* scale, int64_t rows, int64_t k, cudaStream_t stream);
 
 // y (m x n, float32) from quantized activations `q` (m x k, per-row `x_scale`) and int8 weights
 // `w` (n x k, per-row `w_scale`); `bias` (n) may be null. int32 accumulation through __dp4a.

@@ -70,7 +70,8 @@ int check(int m, int n, int k, bool with_bias, std::mt19937& rng) {
     }
   }
 
-  Device<float> dx(x), dws(ws), dbias(bias), dxs{std::vector<float>(m)}, dy{std::vector<float>(static_cast<size_t>(m) * n)};
+  Device<float> dx(x), dws(ws), dbias(bias), dxs{std::vector<float>(m)},
+      dy{std::vector<float>(static_cast<size_t>(m) * n)};
   Device<int8_t> dw(w), dq{std::vector<int8_t>(q.size())};
   for (cudaError_t s : {dx.status, dws.status, dbias.status, dxs.status, dy.status, dw.status, dq.status}) {
     if (s != cudaSuccess) return fail("cudaMalloc", s);

@@ -16,8 +16,26 @@ constexpr int64_t kMaxAttentionQueries = int64_t{65535} * kAttentionRowsPerBlock
 
 // Unary ops; Clamp, LeakyRelu and Pow read two scalar parameters p0, p1 (bounds, slope, exponent).
 enum class Unary {
-  Relu, Silu, Gelu, GeluTanh, Sigmoid, Tanh, Neg, Exp, Rsqrt, Clamp, HardSwish, HardSigmoid, LeakyRelu, Pow, Sqrt, Abs,
-  Log, Sin, Cos, Erf
+  Relu,
+  Silu,
+  Gelu,
+  GeluTanh,
+  Sigmoid,
+  Tanh,
+  Neg,
+  Exp,
+  Rsqrt,
+  Clamp,
+  HardSwish,
+  HardSigmoid,
+  LeakyRelu,
+  Pow,
+  Sqrt,
+  Abs,
+  Log,
+  Sin,
+  Cos,
+  Erf
 };
 enum class Binary { Add, Sub, Mul, Div, Max, Min };
 enum class Compare { Eq, Ne, Lt, Le, Gt, Ge };

@@ -304,7 +304,8 @@ __device__ int64_t load_integer(const void* p, ElementType type, int64_t i) {
 }
 
 // Stores an element read as an integer (`integer`, exact) or as a float (`real`).
-__device__ void store_converted(void* out, ElementType type, int64_t i, bool from_integer, int64_t integer, float real) {
+__device__ void store_converted(void* out, ElementType type, int64_t i, bool from_integer, int64_t integer,
+                                float real) {
   const float f = from_integer ? static_cast<float>(integer) : real;
   switch (type) {
     case ElementType::Float32: static_cast<float*>(out)[i] = f; break;
@@ -422,7 +423,6 @@ __global__ void softmax_kernel(const T* __restrict__ x, T* __restrict__ y, int64
 constexpr int kAttentionKeys = 32;
 constexpr int kAttentionSlots = kMaxAttentionHeadDim / 32;  // output elements per lane
 
-
 template <typename T>
 __global__ void attention_kernel(const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__ v,
                                  const void* __restrict__ mask, T* __restrict__ out, AttentionShape s) {
@@ -470,7 +470,7 @@ __global__ void attention_kernel(const T* __restrict__ q, const T* __restrict__ 
       if (s.mask == AttentionMask::Additive) score += ld(static_cast<const T*>(mask)[at]);
     }
     const float next = fmaxf(m, warp_max(score));
-    if (next == -INFINITY) continue;  // nothing attended yet (the same for the whole warp)
+    if (next == -INFINITY) continue;    // nothing attended yet (the same for the whole warp)
     const float keep = expf(m - next);  // 0 while m is -inf
     const float p = score == -INFINITY ? 0.f : expf(score - next);
     l = l * keep + warp_sum(p);
@@ -621,8 +621,8 @@ __device__ __forceinline__ float finish(float v, int64_t i, int64_t channel, con
 // One output element of a depthwise convolution (one input channel per group, `mult` outputs per
 // channel): the kh x kw stencil over its input plane, then the epilogue; float32 accumulation.
 template <typename T>
-__global__ void depthwise_conv_kernel(const T* __restrict__ x, const T* __restrict__ wt, T* y,
-                                      ConvShape s, Epilogue<T> e, int64_t total) {
+__global__ void depthwise_conv_kernel(const T* __restrict__ x, const T* __restrict__ wt, T* y, ConvShape s,
+                                      Epilogue<T> e, int64_t total) {
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= total) return;
   // Output channel o of pixel (oy, ox) of image b; its input channel's pixels lie `step` apart.
@@ -806,8 +806,10 @@ __global__ void compare_integer_kernel(Compare op, const void* __restrict__ x, E
   const int64_t a = load_integer(x, type, i);
   // Against a fractional number, as doubles (exact for every integer of up to 53 bits).
   const int c = integral_scalar ? (a < integer ? -1 : a > integer)
-                                : (static_cast<double>(a) < real ? -1 : static_cast<double>(a) > real ? 1
-                                                                   : static_cast<double>(a) == real ? 0 : 2);
+                                : (static_cast<double>(a) < real    ? -1
+                                   : static_cast<double>(a) > real  ? 1
+                                   : static_cast<double>(a) == real ? 0
+                                                                    : 2);
   bool r = false;
   switch (op) {
     case Compare::Eq: r = c == 0; break;
@@ -864,8 +866,8 @@ __device__ bool beats(V v, long long i, V best, long long at) {
 }
 
 template <typename V>
-__global__ void row_argmax_kernel(const void* __restrict__ x, ElementType type, int64_t* __restrict__ out,
-                                  int64_t rows, int64_t cols) {
+__global__ void row_argmax_kernel(const void* __restrict__ x, ElementType type, int64_t* __restrict__ out, int64_t rows,
+                                  int64_t cols) {
   const int64_t row = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
   const int lane = threadIdx.x % 32;
   if (row >= rows) return;  // whole warps: every lane of a warp has the same row
@@ -941,7 +943,8 @@ template <typename I>
 cudaError_t binary_integer_as(Binary op, const void* a, const void* b, int64_t scalar, int64_t alpha, void* out,
                               int64_t n, const Broadcast& shape, cudaStream_t stream) {
   const int64_t* strides[] = {shape.a_strides, shape.b_strides};
-  const IntegerBinaryBody<I> body{op, static_cast<const I*>(a), static_cast<const I*>(b), scalar, alpha, static_cast<I*>(out)};
+  const IntegerBinaryBody<I> body{op,    static_cast<const I*>(a), static_cast<const I*>(b), scalar,
+                                  alpha, static_cast<I*>(out)};
   return launch_elementwise<2>(shape.dim, shape.out_sizes, strides, n, body, stream);
 }
 
@@ -1000,8 +1003,8 @@ cudaError_t launch_recurrent_cell(bool lstm, const T* input_gates, const T* hidd
                                   T* cell, int64_t rows, int64_t width, cudaStream_t stream) {
   const int64_t total = rows * width;
   if (total == 0) return cudaSuccess;
-  recurrent_cell_kernel<<<blocks_for(total), kThreads, 0, stream>>>(lstm, input_gates, hidden_gates, state, hidden, cell,
-                                                                     width, total);
+  recurrent_cell_kernel<<<blocks_for(total), kThreads, 0, stream>>>(lstm, input_gates, hidden_gates, state, hidden,
+                                                                    cell, width, total);
   return cudaGetLastError();
 }
 
@@ -1084,7 +1087,8 @@ cudaError_t launch_index(const void* self, void* out, const IndexGather& g, int6
   }
 }
 
-cudaError_t launch_cast(const void* x, ElementType x_type, void* out, ElementType out_type, int64_t n, cudaStream_t stream) {
+cudaError_t launch_cast(const void* x, ElementType x_type, void* out, ElementType out_type, int64_t n,
+                        cudaStream_t stream) {
   if (n == 0) return cudaSuccess;
   cast_kernel<<<blocks_for(n), kThreads, 0, stream>>>(x, x_type, out, out_type, n);
   return cudaGetLastError();
@@ -1123,7 +1127,8 @@ void contiguous_attention_strides(AttentionShape* s) {
   const int64_t k[3] = {s->kv_heads * s->kv_len * s->head_dim, s->kv_len * s->head_dim, s->head_dim};
   const int64_t v[3] = {s->kv_heads * s->kv_len * s->value_dim, s->kv_len * s->value_dim, s->value_dim};
   const int64_t o[3] = {s->q_heads * s->q_len * s->value_dim, s->q_len * s->value_dim, s->value_dim};
-  for (int d = 0; d < 3; ++d) s->q_strides[d] = q[d], s->k_strides[d] = k[d], s->v_strides[d] = v[d], s->out_strides[d] = o[d];
+  for (int d = 0; d < 3; ++d)
+    s->q_strides[d] = q[d], s->k_strides[d] = k[d], s->v_strides[d] = v[d], s->out_strides[d] = o[d];
 }
 
 template <typename T>
@@ -1137,9 +1142,9 @@ cudaError_t launch_attention(const T* q, const T* k, const T* v, const void* mas
   }
   const dim3 grid(static_cast<unsigned>(heads),
                   static_cast<unsigned>((s.q_len + kAttentionRowsPerBlock - 1) / kAttentionRowsPerBlock));
-  const size_t shared = sizeof(float) * static_cast<size_t>(kAttentionKeys * (s.head_dim + 1) +
-                                                            kAttentionKeys * s.value_dim +
-                                                            kAttentionRowsPerBlock * s.head_dim);
+  const size_t shared =
+      sizeof(float) * static_cast<size_t>(kAttentionKeys * (s.head_dim + 1) + kAttentionKeys * s.value_dim +
+                                          kAttentionRowsPerBlock * s.head_dim);
   attention_kernel<<<grid, kAttentionRowsPerBlock * 32, shared, stream>>>(q, k, v, mask, out, s);
   return cudaGetLastError();
 }
@@ -1203,8 +1208,8 @@ cudaError_t launch_im2col(const T* x, T* col, int64_t images, int64_t image_stri
                           int64_t pad_w, int64_t dil_h, int64_t dil_w, int64_t oh, int64_t ow, cudaStream_t stream) {
   const int64_t total = images * channels * kh * kw * oh * ow;
   if (total == 0) return cudaSuccess;
-  im2col_kernel<<<blocks_for(total), kThreads, 0, stream>>>(x, col, images, image_stride, channels, h, w, kh, kw, stride_h,
-                                                             stride_w, pad_h, pad_w, dil_h, dil_w, oh, ow);
+  im2col_kernel<<<blocks_for(total), kThreads, 0, stream>>>(x, col, images, image_stride, channels, h, w, kh, kw,
+                                                            stride_h, stride_w, pad_h, pad_w, dil_h, dil_w, oh, ow);
   return cudaGetLastError();
 }
 
@@ -1228,14 +1233,14 @@ cudaError_t launch_epilogue(const T* x, T* y, int64_t planes, int64_t channels, 
 
 template <typename T>
 cudaError_t launch_pool2d(const T* x, T* y, int64_t* indices, bool max, int64_t planes, int64_t h, int64_t w,
-                          int64_t oh, int64_t ow, int64_t kh, int64_t kw, int64_t sh, int64_t sw, int64_t ph, int64_t pw,
-                          int64_t dh, int64_t dw, bool count_include_pad, int64_t channels_last, cudaStream_t stream,
-                          bool adaptive) {
+                          int64_t oh, int64_t ow, int64_t kh, int64_t kw, int64_t sh, int64_t sw, int64_t ph,
+                          int64_t pw, int64_t dh, int64_t dw, bool count_include_pad, int64_t channels_last,
+                          cudaStream_t stream, bool adaptive) {
   const int64_t total = planes * oh * ow;
   if (total == 0) return cudaSuccess;
   if (adaptive && (max || oh <= 0 || ow <= 0)) return cudaErrorInvalidValue;
   pool2d_kernel<<<blocks_for(total), kThreads, 0, stream>>>(x, y, indices, max, h, w, oh, ow, kh, kw, sh, sw, ph, pw,
-                                                             dh, dw, count_include_pad, channels_last, total, adaptive);
+                                                            dh, dw, count_include_pad, channels_last, total, adaptive);
   return cudaGetLastError();
 }
 
@@ -1279,39 +1284,39 @@ cudaError_t launch_row_reduce(const T* x, T* y, int64_t rows, int64_t cols, bool
 }
 
 // The three element types of every templated launcher.
-#define EXECUTORCH_CUDA_OPS_FOR(T)                                                                                      \
-  template cudaError_t launch_unary<T>(Unary, float, float, const T*, T*, int64_t, cudaStream_t);                       \
-  template cudaError_t launch_binary<T>(Binary, const T*, const T*, float, float, T*, int64_t, const Broadcast&,       \
-                                        cudaStream_t);                                                                  \
+#define EXECUTORCH_CUDA_OPS_FOR(T)                                                                                    \
+  template cudaError_t launch_unary<T>(Unary, float, float, const T*, T*, int64_t, cudaStream_t);                     \
+  template cudaError_t launch_binary<T>(Binary, const T*, const T*, float, float, T*, int64_t, const Broadcast&,      \
+                                        cudaStream_t);                                                                \
   template cudaError_t launch_fused<T>(const FusedProgram&, const T* const*, const int64_t* const*, int,              \
                                        const int64_t*, T*, int64_t, cudaStream_t);                                    \
-  template cudaError_t launch_where<T>(const bool*, const T*, const T*, T*, int64_t, const Broadcast&, cudaStream_t);  \
-  template cudaError_t launch_compare_scalar<T>(Compare, const T*, float, bool*, int64_t, cudaStream_t);                \
+  template cudaError_t launch_where<T>(const bool*, const T*, const T*, T*, int64_t, const Broadcast&, cudaStream_t); \
+  template cudaError_t launch_compare_scalar<T>(Compare, const T*, float, bool*, int64_t, cudaStream_t);              \
   template cudaError_t launch_embedding<T>(const T*, const void*, bool, T*, int64_t, int64_t, int64_t, int*,          \
-                                           cudaStream_t);                                                               \
-  template cudaError_t launch_softmax<T>(const T*, T*, int64_t, int64_t, bool, cudaStream_t);                           \
-  template cudaError_t launch_attention<T>(const T*, const T*, const T*, const void*, T*, const AttentionShape&,       \
-                                           cudaStream_t);                                                               \
-  template cudaError_t launch_layer_norm<T>(const T*, const T*, const T*, float, T*, T*, T*, int64_t, int64_t,         \
-                                            cudaStream_t);                                                              \
+                                           cudaStream_t);                                                             \
+  template cudaError_t launch_softmax<T>(const T*, T*, int64_t, int64_t, bool, cudaStream_t);                         \
+  template cudaError_t launch_attention<T>(const T*, const T*, const T*, const void*, T*, const AttentionShape&,      \
+                                           cudaStream_t);                                                             \
+  template cudaError_t launch_layer_norm<T>(const T*, const T*, const T*, float, T*, T*, T*, int64_t, int64_t,        \
+                                            cudaStream_t);                                                            \
   template cudaError_t launch_im2col<T>(const T*, T*, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,  \
-                                        int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,        \
-                                        cudaStream_t);                                                                  \
-  template cudaError_t launch_channel_affine<T>(const T*, const float*, const float*, T*, int64_t, int64_t, int64_t,   \
-                                                cudaStream_t);                                                          \
-  template cudaError_t launch_epilogue<T>(const T*, T*, int64_t, int64_t, int64_t, const Epilogue<T>&, cudaStream_t);    \
-  template cudaError_t launch_pool2d<T>(const T*, T*, int64_t*, bool, int64_t, int64_t, int64_t, int64_t, int64_t,     \
-                                        int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, bool,  \
-                                        int64_t, cudaStream_t, bool);                                                   \
-  template cudaError_t launch_row_reduce<T>(const T*, T*, int64_t, int64_t, bool, cudaStream_t);                       \
-  template cudaError_t launch_recurrent_cell<T>(bool, const T*, const T*, const T*, T*, T*, int64_t, int64_t,          \
-                                                cudaStream_t);                                                          \
-  template cudaError_t launch_pixel_reduce<T>(const T*, T*, float*, int64_t, int64_t, int64_t, bool, cudaStream_t);    \
-  template cudaError_t launch_upsample2d<T>(const T*, T*, const Upsample&, cudaStream_t);                              \
+                                        int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,       \
+                                        cudaStream_t);                                                                \
+  template cudaError_t launch_channel_affine<T>(const T*, const float*, const float*, T*, int64_t, int64_t, int64_t,  \
+                                                cudaStream_t);                                                        \
+  template cudaError_t launch_epilogue<T>(const T*, T*, int64_t, int64_t, int64_t, const Epilogue<T>&, cudaStream_t); \
+  template cudaError_t launch_pool2d<T>(const T*, T*, int64_t*, bool, int64_t, int64_t, int64_t, int64_t, int64_t,    \
+                                        int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, bool, \
+                                        int64_t, cudaStream_t, bool);                                                 \
+  template cudaError_t launch_row_reduce<T>(const T*, T*, int64_t, int64_t, bool, cudaStream_t);                      \
+  template cudaError_t launch_recurrent_cell<T>(bool, const T*, const T*, const T*, T*, T*, int64_t, int64_t,         \
+                                                cudaStream_t);                                                        \
+  template cudaError_t launch_pixel_reduce<T>(const T*, T*, float*, int64_t, int64_t, int64_t, bool, cudaStream_t);   \
+  template cudaError_t launch_upsample2d<T>(const T*, T*, const Upsample&, cudaStream_t);                             \
   template cudaError_t launch_depthwise_conv<T>(const T*, const T*, T*, const ConvShape&, const Epilogue<T>&,         \
-                                                cudaStream_t);                                                       \
-  template cudaError_t launch_constant_pad<T>(const T*, T*, int, const int64_t*, const int64_t*, const int64_t*, float, \
-                                              cudaStream_t);
+                                                cudaStream_t);                                                        \
+  template cudaError_t launch_constant_pad<T>(const T*, T*, int, const int64_t*, const int64_t*, const int64_t*,      \
+                                              float, cudaStream_t);
 
 EXECUTORCH_CUDA_OPS_FOR(float)
 EXECUTORCH_CUDA_OPS_FOR(__half)

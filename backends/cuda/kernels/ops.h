@@ -43,7 +43,7 @@ struct FusedStep {
   Unary unary;
   Binary op;
   int8_t a, b;
-  float p0, p1;        // unary parameters
+  float p0, p1;         // unary parameters
   float scalar, alpha;  // binary: a (op) alpha * (b or scalar)
 };
 constexpr int kMaxFusedInputs = 4;
@@ -65,7 +65,8 @@ template <typename T>
 cudaError_t launch_compare_scalar(Compare op, const T* x, float scalar, bool* out, int64_t n, cudaStream_t stream);
 // out[i] = x[i] converted as PyTorch converts: to bool, x != 0; floating to integer, truncated
 // toward zero (saturating); integer or bool to floating, rounded to nearest.
-cudaError_t launch_cast(const void* x, ElementType x_type, void* out, ElementType out_type, int64_t n, cudaStream_t stream);
+cudaError_t launch_cast(const void* x, ElementType x_type, void* out, ElementType out_type, int64_t n,
+                        cudaStream_t stream);
 cudaError_t launch_logical_not(const bool* x, bool* out, int64_t n, cudaStream_t stream);
 // Integer tensors (int32 or int64, `type`; bool for compare): out[i] = x[i] (op) scalar as
 // PyTorch compares an integer tensor with a number (exactly for an integer scalar), bool out; and
@@ -105,11 +106,11 @@ struct IndexGather {
   int count, index_dim;
   int64_t index_sizes[kMaxOpDims];
   const void* index[kMaxOpDims];
-  bool int32[kMaxOpDims];                    // int32 indices (else int64)
+  bool int32[kMaxOpDims];                         // int32 indices (else int64)
   int64_t index_strides[kMaxOpDims][kMaxOpDims];  // of index k, per broadcast dimension
-  int64_t self_sizes[kMaxOpDims];            // the indexed dimensions
-  int64_t self_strides[kMaxOpDims];          // their element strides
-  int64_t inner;                             // elements after the indexed dimensions
+  int64_t self_sizes[kMaxOpDims];                 // the indexed dimensions
+  int64_t self_strides[kMaxOpDims];               // their element strides
+  int64_t inner;                                  // elements after the indexed dimensions
 };
 cudaError_t launch_index(const void* self, void* out, const IndexGather& g, int64_t n, int element_size, int* bad,
                          cudaStream_t stream);
@@ -154,8 +155,8 @@ cudaError_t launch_layer_norm(const T* x, const T* weight, const T* bias, float 
                               int64_t rows, int64_t cols, cudaStream_t stream);
 // out[i] = in[sum_d idx_d(i) * in_strides[d]] for a contiguous out of shape out_sizes (any dtype
 // of `element_size` bytes: 1, 2, 4 or 8).
-cudaError_t launch_strided_copy(const void* in, void* out, int dim, const int64_t* out_sizes,
-                                const int64_t* in_strides, int64_t n, int element_size, cudaStream_t stream);
+cudaError_t launch_strided_copy(const void* in, void* out, int dim, const int64_t* out_sizes, const int64_t* in_strides,
+                                int64_t n, int element_size, cudaStream_t stream);
 
 // 2-D convolution support: col[i, (c*kh + ky)*kw + kx, oy*ow + ox] for a channel group of `images`
 // images, image i at x + i * image_stride.
@@ -207,9 +208,9 @@ cudaError_t launch_epilogue(const T* x, T* y, int64_t planes, int64_t channels, 
 // pooling over adaptive_avg_pool2d's windows (kernel, stride and padding unused).
 template <typename T>
 cudaError_t launch_pool2d(const T* x, T* y, int64_t* indices, bool max, int64_t planes, int64_t h, int64_t w,
-                          int64_t oh, int64_t ow, int64_t kh, int64_t kw, int64_t sh, int64_t sw, int64_t ph, int64_t pw,
-                          int64_t dh, int64_t dw, bool count_include_pad, int64_t channels_last, cudaStream_t stream,
-                          bool adaptive = false);
+                          int64_t oh, int64_t ow, int64_t kh, int64_t kw, int64_t sh, int64_t sw, int64_t ph,
+                          int64_t pw, int64_t dh, int64_t dw, bool count_include_pad, int64_t channels_last,
+                          cudaStream_t stream, bool adaptive = false);
 // Constant padding of a contiguous `dim`-D tensor: `before[d]` elements ahead of the input along
 // each dimension (negative: cropped), `value` where out reads outside it.
 template <typename T>

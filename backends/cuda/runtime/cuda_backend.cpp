@@ -1,10 +1,10 @@
 #include <executorch/backends/cuda/runtime/cuda_backend.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <algorithm>
 #include <initializer_list>
 #include <map>
 #include <memory>
@@ -59,8 +59,8 @@ struct Op {
   // conv: im2col buffer; batch norm: scale and shift; int8 linear: quantized rows, their scales;
   // NHWC mean: partial sums
   std::vector<DeviceBuffer> scratch;
-  int64_t conv_chunk = 0;             // conv: images per batched GEMM
-  bool conv_direct = false;           // conv: 1x1, stride 1, no padding: the GEMM reads the input itself
+  int64_t conv_chunk = 0;    // conv: images per batched GEMM
+  bool conv_direct = false;  // conv: 1x1, stride 1, no padding: the GEMM reads the input itself
   // conv through cuDNN (where it loads): the plan, whether it computes the whole epilogue (bias,
   // residual, relu) itself, and the delegate's workspace it runs in.
   std::unique_ptr<CudnnConv> cudnn;
@@ -111,8 +111,9 @@ Error shim_view(EValue* v, ShimTensor* shim, int dim = -1, const int64_t* sizes 
   if (sizes == nullptr) dim = t.dim(), sizes = t.sizes(), strides = t.strides();
   if (aoti_torch_create_tensor_from_blob_v2(t.mutable_data_ptr(), dim, sizes, strides, 0,
                                             static_cast<int32_t>(t.scalar_type()), aoti_torch_device_type_cuda(), 0,
-                                            out(*shim), aoti_torch_layout_strided(), nullptr, 0) != AOTI_TORCH_SUCCESS) {
-    return ET_ERROR(Error::Internal, "%s: %s", kCudaBackendName, runtime::last_error_message());
+                                            out(*shim), aoti_torch_layout_strided(), nullptr,
+                                            0) != AOTI_TORCH_SUCCESS) {
+    return ET_ERROR_CONTEXT(Error::Internal, "%s", kCudaBackendName);
   }
   return Error::Ok;
 }
@@ -179,8 +180,10 @@ Error check_archs(Span<const runtime::CompileSpec> specs) {
     if (std::strcmp(spec.key, "cuda_archs") != 0) continue;
     int device = 0, major = 0, minor = 0;
     ET_TRY(ecuda::to_error(cudaGetDevice(&device), "CudaBackend: device"));
-    ET_TRY(ecuda::to_error(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device), "CudaBackend: device"));
-    ET_TRY(ecuda::to_error(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device), "CudaBackend: device"));
+    ET_TRY(ecuda::to_error(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device),
+                           "CudaBackend: device"));
+    ET_TRY(ecuda::to_error(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device),
+                           "CudaBackend: device"));
     const int cc = major * 10 + minor;
     const std::string archs(reinterpret_cast<const char*>(spec.value.data()), spec.value.size());
     size_t at = 0;
@@ -212,7 +215,9 @@ runtime::Result<bool> tf32_convolutions(Span<const runtime::CompileSpec> specs) 
 }
 
 template <typename T>
-T* ptr(EValue* v) { return static_cast<T*>(v->to_tensor().mutable_data_ptr()); }
+T* ptr(EValue* v) {
+  return static_cast<T*>(v->to_tensor().mutable_data_ptr());
+}
 char* bytes(EValue* v) { return static_cast<char*>(v->to_tensor().mutable_data_ptr()); }
 bool* bp(EValue* v) { return v->to_tensor().data_ptr<bool>(); }
 
@@ -294,9 +299,7 @@ void to_channels_last(Broadcast* shape, std::initializer_list<const Tensor*> ope
 bool is_depthwise(const OpPlan& plan) { return plan.ints[13] > 1 && plan.ints[1] == plan.ints[13]; }
 
 // The convolution's input as it reads it: converted to its output's layout where they differ.
-char* conv_input(const Op& op) {
-  return op.layout_x.get() ? static_cast<char*>(op.layout_x.get()) : bytes(op.args[0]);
-}
+char* conv_input(const Op& op) { return op.layout_x.get() ? static_cast<char*>(op.layout_x.get()) : bytes(op.args[0]); }
 
 // Convolution as im2col + one batched GEMM per (chunk of images, group) through the shim library
 // (plan_op checked the arguments): out[b, g] = weight[g] @ col[b] for each image b of the chunk,
@@ -312,8 +315,10 @@ Error prepare_conv(Op& op) {
   const size_t image_bytes = static_cast<size_t>(k * hw) * es;
   // A 1x1 kernel at stride 1 without padding: the input planes are the im2col matrix already.
   op.conv_direct = v[5] == 1 && v[6] == 1 && v[7] == 1 && v[8] == 1 && v[9] == 0 && v[10] == 0;
-  op.conv_chunk = op.conv_direct ? images
-                                 : std::max<int64_t>(1, std::min<int64_t>(images, static_cast<int64_t>(kConvScratchBytes / (image_bytes + 1))));
+  op.conv_chunk = op.conv_direct
+                      ? images
+                      : std::max<int64_t>(
+                            1, std::min<int64_t>(images, static_cast<int64_t>(kConvScratchBytes / (image_bytes + 1))));
   if (!op.conv_direct) {
     op.scratch.emplace_back();
     ET_TRY(ecuda::to_error(cudaMalloc(out(op.scratch.back()), image_bytes * static_cast<size_t>(op.conv_chunk) + 4),
@@ -325,7 +330,7 @@ Error prepare_conv(Op& op) {
     if (aoti_torch_create_tensor_from_blob_v2(data, 3, sizes, strides, 0, static_cast<int32_t>(op.plan.dtype),
                                               aoti_torch_device_type_cuda(), 0, out(op.shim.back()),
                                               aoti_torch_layout_strided(), nullptr, 0) != AOTI_TORCH_SUCCESS) {
-      return ET_ERROR(Error::Internal, "%s: %s", kCudaBackendName, runtime::last_error_message());
+      return ET_ERROR_CONTEXT(Error::Internal, "%s", kCudaBackendName);
     }
     return Error::Ok;
   };
@@ -359,7 +364,9 @@ Error prepare_batch_norm(Op& op) {
       const uint8_t* e = raw.data() + i * t.element_size();
       switch (t.scalar_type()) {
         case runtime::ScalarType::Half: out[i] = __half2float(*reinterpret_cast<const __half*>(e)); break;
-        case runtime::ScalarType::BFloat16: out[i] = __bfloat162float(*reinterpret_cast<const __nv_bfloat16*>(e)); break;
+        case runtime::ScalarType::BFloat16:
+          out[i] = __bfloat162float(*reinterpret_cast<const __nv_bfloat16*>(e));
+          break;
         default: std::memcpy(&out[i], e, sizeof(float)); break;
       }
     }
@@ -373,9 +380,11 @@ Error prepare_batch_norm(Op& op) {
     scale_shift[c + i] = b[i] - mean[i] * scale_shift[i];
   }
   op.scratch.emplace_back();
-  ET_TRY(ecuda::to_error(cudaMalloc(out(op.scratch.back()), scale_shift.size() * sizeof(float) + 4), "CudaBackend: batch norm"));
+  ET_TRY(ecuda::to_error(cudaMalloc(out(op.scratch.back()), scale_shift.size() * sizeof(float) + 4),
+                         "CudaBackend: batch norm"));
   return ecuda::to_error(cudaMemcpy(op.scratch.back().get(), scale_shift.data(), scale_shift.size() * sizeof(float),
-                                    cudaMemcpyHostToDevice), "CudaBackend: batch norm");
+                                    cudaMemcpyHostToDevice),
+                         "CudaBackend: batch norm");
 }
 
 // The int8 linear layer's activations, quantized on each call: rows x k int8 values, rows scales.
@@ -401,12 +410,13 @@ Error run_typed(const Op& op, void* index_error, cudaStream_t stream) {
     const T* in[kMaxFusedInputs] = {};
     const int64_t* strides[kMaxFusedInputs] = {};
     for (int k = 0; k < f.program.inputs; ++k) in[k] = ptr<T>(f.inputs[k]), strides[k] = f.strides[k];
-    return ecuda::to_error(launch_fused(f.program, in, strides, o.dim(), o.sizes(), ptr<T>(f.out), o.numel(), stream), name);
+    return ecuda::to_error(launch_fused(f.program, in, strides, o.dim(), o.sizes(), ptr<T>(f.out), o.numel(), stream),
+                           name);
   }
   switch (op.plan.kind) {
     case OpKind::Unary: {
-      status = launch_unary(op.plan.unary, op.plan.scalars[0], op.plan.scalars[1], ptr<T>(a[0]), ptr<T>(a[a.size() - 1]),
-                            a[0]->to_tensor().numel(), stream);
+      status = launch_unary(op.plan.unary, op.plan.scalars[0], op.plan.scalars[1], ptr<T>(a[0]),
+                            ptr<T>(a[a.size() - 1]), a[0]->to_tensor().numel(), stream);
       break;
     }
     case OpKind::Binary: {
@@ -427,38 +437,41 @@ Error run_typed(const Op& op, void* index_error, cudaStream_t stream) {
     case OpKind::Mm:
     case OpKind::Bmm: {
       // Through the shim library, on the current stream (execute() set it).
-      const AOTITorchError e = op.residual != nullptr
-          ? executorch_cuda_linear_residual_out(op.shim[4].get(), op.shim[0].get(), op.shim[1].get(),
-                                                op.shim[2].get(), op.shim[5].get())
+      const AOTITorchError e =
+          op.residual != nullptr
+              ? executorch_cuda_linear_residual_out(op.shim[4].get(), op.shim[0].get(), op.shim[1].get(),
+                                                    op.shim[2].get(), op.shim[5].get())
           : op.plan.kind == OpKind::Addmm
-          ? aoti_torch_cuda_addmm_out(op.shim[3].get(), op.shim[0].get(), op.shim[1].get(), op.shim[2].get(),
-                                      a[3]->scalar_as_double(), a[4]->scalar_as_double())
+              ? aoti_torch_cuda_addmm_out(op.shim[3].get(), op.shim[0].get(), op.shim[1].get(), op.shim[2].get(),
+                                          a[3]->scalar_as_double(), a[4]->scalar_as_double())
           : op.plan.kind == OpKind::Mm ? aoti_torch_cuda_mm_out(op.shim[2].get(), op.shim[0].get(), op.shim[1].get())
                                        : aoti_torch_cuda_bmm_out(op.shim[2].get(), op.shim[0].get(), op.shim[1].get());
-      if (e != AOTI_TORCH_SUCCESS) return ET_ERROR(Error::InvalidArgument, "%s %s: %s", kCudaBackendName, name,
-                                                   runtime::last_error_message());
+      if (e != AOTI_TORCH_SUCCESS) return ET_ERROR_CONTEXT(Error::InvalidArgument, "%s %s", kCudaBackendName, name);
       break;
     }
     case OpKind::Softmax:
     case OpKind::LogSoftmax: {
       const Tensor& x = a[0]->to_tensor();
       const int64_t cols = x.size(x.dim() - 1);
-      status = launch_softmax(ptr<T>(a[0]), ptr<T>(a[3]), cols ? x.numel() / cols : 0, cols, op.plan.kind == OpKind::LogSoftmax, stream);
+      status = launch_softmax(ptr<T>(a[0]), ptr<T>(a[3]), cols ? x.numel() / cols : 0, cols,
+                              op.plan.kind == OpKind::LogSoftmax, stream);
       break;
     }
     case OpKind::LayerNorm: {
       int64_t cols = 1;
       for (int64_t s : a[1]->to_int_list()) cols *= s;
       const Tensor& x = a[0]->to_tensor();
-      status = launch_layer_norm(ptr<T>(a[0]), a[2]->is_tensor() ? ptr<T>(a[2]) : nullptr, a[3]->is_tensor() ? ptr<T>(a[3]) : nullptr,
-                                 static_cast<float>(a[4]->scalar_as_double()), ptr<T>(a[5]), ptr<T>(a[6]), ptr<T>(a[7]),
-                                 cols ? x.numel() / cols : 0, cols, stream);
+      status =
+          launch_layer_norm(ptr<T>(a[0]), a[2]->is_tensor() ? ptr<T>(a[2]) : nullptr,
+                            a[3]->is_tensor() ? ptr<T>(a[3]) : nullptr, static_cast<float>(a[4]->scalar_as_double()),
+                            ptr<T>(a[5]), ptr<T>(a[6]), ptr<T>(a[7]), cols ? x.numel() / cols : 0, cols, stream);
       break;
     }
     case OpKind::Copy: {
       const Tensor& x = a[0]->to_tensor();
       const Tensor& o = a[a.size() - 1]->to_tensor();
-      ET_CHECK_OR_RETURN(x.nbytes() == o.nbytes(), Error::InvalidArgument, "%s: %s sizes differ", kCudaBackendName, name);
+      ET_CHECK_OR_RETURN(x.nbytes() == o.nbytes(), Error::InvalidArgument, "%s: %s sizes differ", kCudaBackendName,
+                         name);
       status = cudaMemcpyAsync(o.mutable_data_ptr(), x.const_data_ptr(), x.nbytes(), cudaMemcpyDeviceToDevice, stream);
       break;
     }
@@ -478,17 +491,17 @@ Error run_typed(const Op& op, void* index_error, cudaStream_t stream) {
         if (status != cudaSuccess) return ecuda::to_error(status, name);
       }
       if (is_depthwise(op.plan) && !op.cudnn) {
-        const ConvShape shape{v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8], v[9], v[10], v[11], v[12], v[14], v[15],
-                              op.nhwc};
-        status = launch_depthwise_conv(reinterpret_cast<const T*>(conv_input(op)), ptr<T>(a[1]), ptr<T>(op.result), shape,
-                                       epilogue, stream);
+        const ConvShape shape{v[0], v[1], v[2],  v[3],  v[4],  v[5],  v[6],  v[7],
+                              v[8], v[9], v[10], v[11], v[12], v[14], v[15], op.nhwc};
+        status = launch_depthwise_conv(reinterpret_cast<const T*>(conv_input(op)), ptr<T>(a[1]), ptr<T>(op.result),
+                                       shape, epilogue, stream);
         break;
       }
       if (op.cudnn) {
         const bool fused = op.cudnn_fused;
-        if (const char* e = op.cudnn->run(conv_input(op), op.nhwc ? op.layout_w.get() : ptr<T>(a[1]), fused ? epilogue.bias : nullptr,
-                                          fused ? epilogue.residual : nullptr, fused ? ptr<T>(op.result) : ptr<T>(a[9]),
-                                          op.workspace, stream)) {
+        if (const char* e = op.cudnn->run(conv_input(op), op.nhwc ? op.layout_w.get() : ptr<T>(a[1]),
+                                          fused ? epilogue.bias : nullptr, fused ? epilogue.residual : nullptr,
+                                          fused ? ptr<T>(op.result) : ptr<T>(a[9]), op.workspace, stream)) {
           return ET_ERROR(Error::Internal, "%s %s: %s", kCudaBackendName, name, e);
         }
         if (fused) break;
@@ -499,13 +512,13 @@ Error run_typed(const Op& op, void* index_error, cudaStream_t stream) {
         for (int64_t g = 0; g < groups; ++g, view += 3) {
           if (!op.conv_direct) {
             const T* x = reinterpret_cast<const T*>(conv_input(op)) + (b * v[1] + g * cg) * v[2] * v[3];
-            status = launch_im2col(x, static_cast<T*>(op.scratch[0].get()), count, v[1] * v[2] * v[3], cg, v[2], v[3], v[5],
-                                   v[6], v[7], v[8], v[9], v[10], v[11], v[12], v[14], v[15], stream);
+            status = launch_im2col(x, static_cast<T*>(op.scratch[0].get()), count, v[1] * v[2] * v[3], cg, v[2], v[3],
+                                   v[5], v[6], v[7], v[8], v[9], v[10], v[11], v[12], v[14], v[15], stream);
             if (status != cudaSuccess) return ecuda::to_error(status, name);
           }
           if (aoti_torch_cuda_bmm_out(op.shim[view + 2].get(), op.shim[view].get(), op.shim[view + 1].get()) !=
               AOTI_TORCH_SUCCESS) {
-            return ET_ERROR(Error::Internal, "%s convolution: %s", kCudaBackendName, runtime::last_error_message());
+            return ET_ERROR_CONTEXT(Error::Internal, "%s convolution", kCudaBackendName);
           }
         }
       }
@@ -518,7 +531,8 @@ Error run_typed(const Op& op, void* index_error, cudaStream_t stream) {
     }
     case OpKind::Conv3d: {
       // cuDNN (prepare_conv3d planned it), then the bias per output channel.
-      if (const char* e = op.cudnn->run(ptr<T>(a[0]), ptr<T>(a[1]), nullptr, nullptr, ptr<T>(a[9]), op.workspace, stream)) {
+      if (const char* e =
+              op.cudnn->run(ptr<T>(a[0]), ptr<T>(a[1]), nullptr, nullptr, ptr<T>(a[9]), op.workspace, stream)) {
         return ET_ERROR(Error::Internal, "%s %s: %s", kCudaBackendName, name, e);
       }
       if (a[2]->is_tensor()) {
@@ -546,18 +560,18 @@ Error run_typed(const Op& op, void* index_error, cudaStream_t stream) {
       const Tensor& o = out->to_tensor();
       const int64_t* v = op.plan.ints;
       // NHWC pooling leaves max pooling's indices unwritten (choose_layouts saw nothing read them).
-      status = launch_pool2d(ptr<T>(a[0]), ptr<T>(out), is_max && !op.nhwc ? a[7]->to_tensor().data_ptr<int64_t>() : nullptr,
-                             is_max, x.size(0) * x.size(1), x.size(2), x.size(3), o.size(2), o.size(3), v[0], v[1], v[2],
-                             v[3], v[4], v[5], v[6], v[7], v[8] != 0, op.nhwc ? x.size(1) : 0, stream,
-                             op.plan.kind == OpKind::AdaptiveAvgPool && v[9] != 0);
+      status = launch_pool2d(
+          ptr<T>(a[0]), ptr<T>(out), is_max && !op.nhwc ? a[7]->to_tensor().data_ptr<int64_t>() : nullptr, is_max,
+          x.size(0) * x.size(1), x.size(2), x.size(3), o.size(2), o.size(3), v[0], v[1], v[2], v[3], v[4], v[5], v[6],
+          v[7], v[8] != 0, op.nhwc ? x.size(1) : 0, stream, op.plan.kind == OpKind::AdaptiveAvgPool && v[9] != 0);
       break;
     }
     case OpKind::RowReduce: {
       const Tensor& x = a[0]->to_tensor();
       const Tensor& o = a[a.size() - 1]->to_tensor();
       if (op.nhwc) {
-        status = launch_pixel_reduce(ptr<T>(a[0]), ptr<T>(a[a.size() - 1]), static_cast<float*>(op.scratch[0].get()), x.size(0),
-                                     x.size(2) * x.size(3), x.size(1), op.plan.ints[0] != 0, stream);
+        status = launch_pixel_reduce(ptr<T>(a[0]), ptr<T>(a[a.size() - 1]), static_cast<float*>(op.scratch[0].get()),
+                                     x.size(0), x.size(2) * x.size(3), x.size(1), op.plan.ints[0] != 0, stream);
         break;
       }
       const int64_t rows = o.numel(), cols = rows ? x.numel() / rows : 0;
@@ -579,8 +593,9 @@ Error run_typed(const Op& op, void* index_error, cudaStream_t stream) {
       int64_t at = 0;
       for (size_t i = 3; i < a.size() && status == cudaSuccess; ++i) {
         const Tensor& o = a[i]->to_tensor();
-        status = gather_into(o, static_cast<const uint8_t*>(x.const_data_ptr()) + at * x.strides()[dim] * x.element_size(),
-                             x.strides(), stream);
+        status =
+            gather_into(o, static_cast<const uint8_t*>(x.const_data_ptr()) + at * x.strides()[dim] * x.element_size(),
+                        x.strides(), stream);
         at += o.size(static_cast<int>(dim));
       }
       break;
@@ -593,8 +608,10 @@ Error run_typed(const Op& op, void* index_error, cudaStream_t stream) {
       const int64_t dim = op.plan.ints[0], first = op.plan.ints[1];
       int64_t strides[kMaxOpDims];
       for (int d = 0, od = 0; d < x.dim(); ++d) {
-        if (op.plan.kind == OpKind::Slice) strides[od++] = x.strides()[d] * (d == dim ? op.plan.ints[2] : 1);
-        else if (d != dim) strides[od++] = x.strides()[d];
+        if (op.plan.kind == OpKind::Slice)
+          strides[od++] = x.strides()[d] * (d == dim ? op.plan.ints[2] : 1);
+        else if (d != dim)
+          strides[od++] = x.strides()[d];
       }
       const auto* base = static_cast<const uint8_t*>(x.const_data_ptr()) + first * x.strides()[dim] * x.element_size();
       status = gather_into(o, base, strides, stream);
@@ -603,8 +620,15 @@ Error run_typed(const Op& op, void* index_error, cudaStream_t stream) {
     case OpKind::Upsample: {
       const Tensor& x = a[0]->to_tensor();
       const Tensor& o = a[a.size() - 1]->to_tensor();
-      const Upsample shape{x.size(0) * x.size(1), x.size(2), x.size(3), o.size(2), o.size(3), op.plan.scalars[0],
-                           op.plan.scalars[1], op.plan.ints[0] != 0, op.plan.ints[1] != 0};
+      const Upsample shape{x.size(0) * x.size(1),
+                           x.size(2),
+                           x.size(3),
+                           o.size(2),
+                           o.size(3),
+                           op.plan.scalars[0],
+                           op.plan.scalars[1],
+                           op.plan.ints[0] != 0,
+                           op.plan.ints[1] != 0};
       status = launch_upsample2d(ptr<T>(a[0]), ptr<T>(a[a.size() - 1]), shape, stream);
       break;
     }
@@ -679,9 +703,10 @@ Error run_typed(const Op& op, void* index_error, cudaStream_t stream) {
       ET_TRY(make_broadcast(o, {&x, tensor_b ? &a[1]->to_tensor() : nullptr}, name, &shape));
       ElementType type = ElementType::Int64;
       ET_TRY(element_type(x, name, &type));
-      status = launch_binary_integer(op.plan.binary, x.const_data_ptr(), tensor_b ? a[1]->to_tensor().const_data_ptr() : nullptr,
-                                     tensor_b ? 0 : a[1]->to_int(), a.size() == 4 ? a[2]->to_int() : 1, o.mutable_data_ptr(),
-                                     type, o.numel(), shape, stream);
+      status = launch_binary_integer(op.plan.binary, x.const_data_ptr(),
+                                     tensor_b ? a[1]->to_tensor().const_data_ptr() : nullptr,
+                                     tensor_b ? 0 : a[1]->to_int(), a.size() == 4 ? a[2]->to_int() : 1,
+                                     o.mutable_data_ptr(), type, o.numel(), shape, stream);
       break;
     }
     case OpKind::Cumsum: {
@@ -751,9 +776,7 @@ Error run_typed(const Op& op, void* index_error, cudaStream_t stream) {
                             static_cast<int*>(index_error), stream);
       break;
     }
-    case OpKind::LogicalNot:
-      status = launch_logical_not(bp(a[0]), bp(a[1]), a[0]->to_tensor().numel(), stream);
-      break;
+    case OpKind::LogicalNot: status = launch_logical_not(bp(a[0]), bp(a[1]), a[0]->to_tensor().numel(), stream); break;
     case OpKind::Any: {
       const Tensor& x = a[0]->to_tensor();
       const int64_t cols = x.size(x.dim() - 1);
@@ -771,8 +794,21 @@ Error run_typed(const Op& op, void* index_error, cudaStream_t stream) {
       const int64_t* v = op.plan.ints;
       const float scale = a[6]->is_none() ? 1.f / std::sqrt(static_cast<float>(std::max<int64_t>(v[5], 1)))
                                           : static_cast<float>(a[6]->scalar_as_double());
-      AttentionShape shape{v[0], v[1], v[2], v[3], v[4], v[5], v[6], scale, v[7] != 0,
-                           static_cast<AttentionMask>(v[8]), {v[9], v[10], v[11], v[12]}, {}, {}, {}, {}};
+      AttentionShape shape{v[0],
+                           v[1],
+                           v[2],
+                           v[3],
+                           v[4],
+                           v[5],
+                           v[6],
+                           scale,
+                           v[7] != 0,
+                           static_cast<AttentionMask>(v[8]),
+                           {v[9], v[10], v[11], v[12]},
+                           {},
+                           {},
+                           {},
+                           {}};
       contiguous_attention_strides(&shape);
       T* out = ptr<T>(a[8]);
       if (op.result != nullptr) {  // written where the permute after it puts it
@@ -792,8 +828,9 @@ Error run_typed(const Op& op, void* index_error, cudaStream_t stream) {
     }
     case OpKind::Embedding: {
       const Tensor &w = a[0]->to_tensor(), &idx = a[1]->to_tensor();
-      status = launch_embedding(ptr<T>(a[0]), idx.const_data_ptr(), idx.scalar_type() == runtime::ScalarType::Int, ptr<T>(a[5]),
-                                idx.numel(), w.size(0), w.size(1), static_cast<int*>(index_error), stream);
+      status =
+          launch_embedding(ptr<T>(a[0]), idx.const_data_ptr(), idx.scalar_type() == runtime::ScalarType::Int,
+                           ptr<T>(a[5]), idx.numel(), w.size(0), w.size(1), static_cast<int*>(index_error), stream);
       break;
     }
     case OpKind::LstmCell:
@@ -809,8 +846,9 @@ Error run_typed(const Op& op, void* index_error, cudaStream_t stream) {
       float* scale = static_cast<float*>(op.scratch[1].get());
       status = launch_quantize_rows(ptr<float>(a[0]), q, scale, rows, k, stream);
       if (status == cudaSuccess) {
-        status = launch_int8_linear(q, scale, ptr<int8_t>(a[1]), ptr<float>(a[2]), a[3]->is_tensor() ? ptr<float>(a[3]) : nullptr,
-                                    ptr<float>(a[4]), rows, n, k, stream);
+        status =
+            launch_int8_linear(q, scale, ptr<int8_t>(a[1]), ptr<float>(a[2]),
+                               a[3]->is_tensor() ? ptr<float>(a[3]) : nullptr, ptr<float>(a[4]), rows, n, k, stream);
       }
       break;
     }
@@ -860,7 +898,8 @@ Error run_profiled(Delegate& d, cudaStream_t stream) {
   Error failed = ecuda::to_error(cudaEventRecord(events[0].get(), stream), "CudaBackend: profile");
   for (size_t k = 0; k < d.ops.size() && failed == Error::Ok; ++k) {
     if (!d.ops[k].skipped) failed = run(d.ops[k], d.index_error.get(), stream);
-    if (failed == Error::Ok) failed = ecuda::to_error(cudaEventRecord(events[k + 1].get(), stream), "CudaBackend: profile");
+    if (failed == Error::Ok)
+      failed = ecuda::to_error(cudaEventRecord(events[k + 1].get(), stream), "CudaBackend: profile");
   }
   if (failed == Error::Ok) failed = ecuda::to_error(cudaStreamSynchronize(stream), "CudaBackend: profile");
   // The first call loads kernels and picks cuBLAS/cuDNN algorithms: not counted.
@@ -873,8 +912,10 @@ Error run_profiled(Delegate& d, cudaStream_t stream) {
     std::string label = op.fused ? op.fused->label : op.name;
     if (op.residual) label += "+add";
     if (op.activation) label += "+" + op.activation->name;
-    if (op.plan.kind == OpKind::Conv && op.nhwc != op.x_nhwc) label += op.nhwc ? " nchw->nhwc" : " nhwc->nchw";
-    else if (op.nhwc) label += " nhwc";
+    if (op.plan.kind == OpKind::Conv && op.nhwc != op.x_nhwc)
+      label += op.nhwc ? " nchw->nhwc" : " nhwc->nchw";
+    else if (op.nhwc)
+      label += " nhwc";
     auto& row = d.profile[label];
     row.first += ms;
     row.second += 1;
@@ -899,7 +940,8 @@ Error run_ops(Delegate& d, cudaStream_t stream) {
   }
   if (d.graph.exec == nullptr) {
     d.graph.reset();
-    ET_TRY(ecuda::to_error(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), "CudaBackend: graph capture"));
+    ET_TRY(ecuda::to_error(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal),
+                           "CudaBackend: graph capture"));
     Error failed = Error::Ok;
     for (const Op& op : d.ops) {
       if (!op.skipped && (failed = run(op, d.index_error.get(), stream)) != Error::Ok) break;
@@ -1119,7 +1161,8 @@ bool constant_indices_in_range(const Op& op, const std::unordered_map<const EVal
     const bool int32 = t.scalar_type() == runtime::ScalarType::Int;  // else int64 (plan_op checked)
     const int64_t size = x.size(static_cast<int>(d));
     for (int64_t j = 0; j < t.numel(); ++j) {
-      const int64_t v = int32 ? static_cast<const int32_t*>(found->second)[j] : static_cast<const int64_t*>(found->second)[j];
+      const int64_t v =
+          int32 ? static_cast<const int32_t*>(found->second)[j] : static_cast<const int64_t*>(found->second)[j];
       if (v < -size || v >= size) return false;
     }
   }
@@ -1171,7 +1214,8 @@ Error read_permutes_in_place(std::vector<Op>& ops, runtime::Method& m) {
       if (x.dim() > kMaxOpDims || static_cast<int>(dims.size()) != x.dim()) continue;
       int64_t p_strides[kMaxOpDims], strides[4];
       for (int d = 0; d < x.dim(); ++d) p_strides[d] = x.strides()[dims[d] < 0 ? dims[d] + x.dim() : dims[d]];
-      if (!view_strides(o.sizes(), p_strides, o.dim(), arg.sizes(), 4, strides) || (arg.size(3) > 1 && strides[3] != 1)) {
+      if (!view_strides(o.sizes(), p_strides, o.dim(), arg.sizes(), 4, strides) ||
+          (arg.size(3) > 1 && strides[3] != 1)) {
         continue;
       }
       bool safe = true;
@@ -1311,7 +1355,8 @@ void fuse_elementwise(std::vector<Op>& ops, runtime::Method& m) {
       }
       for (const EValue* v : outside) {  // written in place only over the same elements
         const EValue* o = output(op);
-        if (valid && overlaps(o, v)) valid = !overlaps_shifted(o, v) && runtime::same_shape(o->to_tensor(), v->to_tensor());
+        if (valid && overlaps(o, v))
+          valid = !overlaps_shifted(o, v) && runtime::same_shape(o->to_tensor(), v->to_tensor());
       }
       if (valid) best = members.size(), best_outside = outside.size();
     }
@@ -1355,20 +1400,15 @@ bool takes_nhwc(const Op& op, Uses& uses) {
     case OpKind::Conv:  // in half precision, where tensor cores read NHWC
       return a[0]->to_tensor().dim() == 4 && op.plan.dtype != runtime::ScalarType::Float;
     case OpKind::AvgPool:
-    case OpKind::AdaptiveAvgPool:
-      return a[0]->to_tensor().dim() == 4;
-    case OpKind::MaxPool:
-      return a[0]->to_tensor().dim() == 4 && uses[a[7]] == 1;
+    case OpKind::AdaptiveAvgPool: return a[0]->to_tensor().dim() == 4;
+    case OpKind::MaxPool: return a[0]->to_tensor().dim() == 4 && uses[a[7]] == 1;
     case OpKind::RowReduce: {  // over the pixels of each channel
       const Tensor& x = a[0]->to_tensor();
       return x.dim() == 4 && a[a.size() - 1]->to_tensor().numel() == x.size(0) * x.size(1);
     }
-    case OpKind::Unary:
-      return true;
-    case OpKind::Binary:
-      return a[a.size() - 1]->to_tensor().dim() == 4;
-    default:
-      return false;
+    case OpKind::Unary: return true;
+    case OpKind::Binary: return a[a.size() - 1]->to_tensor().dim() == 4;
+    default: return false;
   }
 }
 
@@ -1422,9 +1462,7 @@ void choose_layouts(std::vector<Op>& ops, runtime::Method& m, const std::unorder
   std::unordered_set<const EValue*> kept_groups, conv_groups;
   for (const EValue* v : kept) kept_groups.insert(root(v));
   for (const EValue* v : produced) conv_groups.insert(root(v));
-  auto nhwc = [&](const EValue* v) {
-    return spatial(v) && conv_groups.count(root(v)) && !kept_groups.count(root(v));
-  };
+  auto nhwc = [&](const EValue* v) { return spatial(v) && conv_groups.count(root(v)) && !kept_groups.count(root(v)); };
   for (Op& op : ops) {
     const auto& a = op.args;
     op.nhwc = op.x_nhwc = false;
@@ -1435,9 +1473,7 @@ void choose_layouts(std::vector<Op>& ops, runtime::Method& m, const std::unorder
         op.x_nhwc = nhwc(a[0]);
         break;
       case OpKind::Unary:
-      case OpKind::Binary:
-        op.nhwc = nhwc(a[a.size() - 1]);
-        break;
+      case OpKind::Binary: op.nhwc = nhwc(a[a.size() - 1]); break;
       default:  // pooling and means: by the input (the output may be one pixel per channel)
         op.nhwc = nhwc(a[0]);
         break;
@@ -1508,7 +1544,8 @@ Error prepare_conv3d(Op& op, bool tf32, DeviceBuffer& workspace, size_t& workspa
   ET_CHECK_OR_RETURN(cudnn_available(), Error::NotSupported, "%s %s: 3-D convolution needs cuDNN, which is missing: %s",
                      kCudaBackendName, op.name.c_str(), cudnn_unavailable_reason());
   auto conv = std::make_unique<CudnnConv>();
-  if (const char* e = conv->plan(conv_geometry(op.plan), cudnn_type(op.plan.dtype), tf32, false, false, kCudnnWorkspaceBytes)) {
+  if (const char* e =
+          conv->plan(conv_geometry(op.plan), cudnn_type(op.plan.dtype), tf32, false, false, kCudnnWorkspaceBytes)) {
     return ET_ERROR(Error::NotSupported, "%s %s: %s", kCudaBackendName, op.name.c_str(), e);
   }
   ET_CHECK_OR_RETURN(fit_workspace(*conv, workspace, workspace_bytes), Error::MemoryAllocationFailed,
@@ -1535,9 +1572,10 @@ bool plan_cudnn(Op& op, bool tf32, DeviceBuffer& workspace, size_t& workspace_by
         !fit_workspace(*conv, workspace, workspace_bytes)) {
       continue;
     }
-    const bool ran = conv->run(conv_input(op), op.nhwc ? op.layout_w.get() : bytes(a[1]), fused ? bytes(a[2]) : nullptr,
-                               fused && op.residual ? bytes(op.residual) : nullptr, bytes(y), workspace.get(), nullptr) ==
-                         nullptr && cudaDeviceSynchronize() == cudaSuccess;
+    const bool ran =
+        conv->run(conv_input(op), op.nhwc ? op.layout_w.get() : bytes(a[1]), fused ? bytes(a[2]) : nullptr,
+                  fused && op.residual ? bytes(op.residual) : nullptr, bytes(y), workspace.get(), nullptr) == nullptr &&
+        cudaDeviceSynchronize() == cudaSuccess;
     cudaGetLastError();
     if (!ran) continue;
     op.cudnn = std::move(conv);
@@ -1622,7 +1660,7 @@ class CudaBackend final : public runtime::BackendInterface {
     // The payload is a program of its own; loading it runs every check a .pte gets.
     ET_TRY_ASSIGN(auto loader, runtime::OwnedBufferDataLoader::copy_of(processed.data(), processed.size()));
     auto program = runtime::Program::load(std::move(loader));
-    if (!program.ok()) return ET_ERROR(program.error(), "%s payload: %s", kCudaBackendName, runtime::last_error_message());
+    if (!program.ok()) return ET_ERROR_CONTEXT(program.error(), "%s payload", kCudaBackendName);
     d->program = std::move(program.get());
     const char* method_name = d->program->method_name(0);
     ET_TRY_ASSIGN(const auto sizes, d->program->planned_buffer_sizes(method_name));
@@ -1634,7 +1672,7 @@ class CudaBackend final : public runtime::BackendInterface {
     }
     d->memory = std::make_unique<runtime::MemoryManager>(Span<Span<uint8_t>>(d->spans.data(), d->spans.size()));
     auto method = d->program->load_method(method_name, d->memory.get());
-    if (!method.ok()) return ET_ERROR(method.error(), "%s payload: %s", kCudaBackendName, runtime::last_error_message());
+    if (!method.ok()) return ET_ERROR_CONTEXT(method.error(), "%s payload", kCudaBackendName);
     d->method = std::move(method.get());
     runtime::Method& m = *d->method;
     // Constants go to the device once; every tensor then lives there. Their host bytes stay with
@@ -1665,7 +1703,8 @@ class CudaBackend final : public runtime::BackendInterface {
                            op.plan.kind == OpKind::Gather ||
                            (op.plan.kind == OpKind::Index && !constant_indices_in_range(op, host_constants));
       if (op.plan.kind == OpKind::Addmm || op.plan.kind == OpKind::Mm || op.plan.kind == OpKind::Bmm) {
-        for (size_t t : op.plan.kind == OpKind::Addmm ? std::vector<size_t>{0, 1, 2, 5} : std::vector<size_t>{0, 1, 2}) {
+        for (size_t t :
+             op.plan.kind == OpKind::Addmm ? std::vector<size_t>{0, 1, 2, 5} : std::vector<size_t>{0, 1, 2}) {
           op.shim.emplace_back();
           ET_TRY(shim_view(op.args[t], &op.shim.back()));
         }
@@ -1677,7 +1716,8 @@ class CudaBackend final : public runtime::BackendInterface {
     ET_TRY(fuse_linear_residuals(d->ops, m));
     ET_TRY(read_permutes_in_place(d->ops, m));
     write_permutes_in_place(d->ops, m);
-    ET_TRY(ecuda::to_error(cudaStreamCreateWithFlags(out(d->own_stream), cudaStreamNonBlocking), "CudaBackend: stream"));
+    ET_TRY(
+        ecuda::to_error(cudaStreamCreateWithFlags(out(d->own_stream), cudaStreamNonBlocking), "CudaBackend: stream"));
     // Layouts first; an NHWC convolution cuDNN refuses keeps its output NCHW, and all is planned again.
     std::unordered_set<const EValue*> nchw;
     for (bool planned = false; !planned;) {
@@ -1685,7 +1725,8 @@ class CudaBackend final : public runtime::BackendInterface {
       planned = true;
       for (Op& op : d->ops) {
         if (op.plan.kind != OpKind::Conv) continue;
-        op.cudnn.reset(), op.shim.clear(), op.scratch.clear(), op.layout_x = DeviceBuffer(), op.layout_w = DeviceBuffer();
+        op.cudnn.reset(), op.shim.clear(), op.scratch.clear(), op.layout_x = DeviceBuffer(),
+                                                               op.layout_w = DeviceBuffer();
         ET_TRY(prepare_layouts(op));
         const bool cudnn = plan_cudnn(op, tf32, d->conv_workspace, d->conv_workspace_bytes);
         // Depthwise convolutions have a built-in kernel in both layouts; the others, in NCHW only.
@@ -1713,7 +1754,8 @@ class CudaBackend final : public runtime::BackendInterface {
         const Tensor& x = op.args[0]->to_tensor();
         op.scratch.emplace_back();
         const size_t floats = static_cast<size_t>(pixel_reduce_partials(x.size(0), x.size(2) * x.size(3), x.size(1)));
-        ET_TRY(ecuda::to_error(cudaMalloc(out(op.scratch.back()), floats * sizeof(float) + 4), "CudaBackend: mean scratch"));
+        ET_TRY(ecuda::to_error(cudaMalloc(out(op.scratch.back()), floats * sizeof(float) + 4),
+                               "CudaBackend: mean scratch"));
       }
     }
     if (d->checks_indices) {
@@ -1739,10 +1781,12 @@ class CudaBackend final : public runtime::BackendInterface {
       const Tensor& src = args[i]->to_tensor();
       const Tensor& dst = m.input(i).to_tensor();
       ET_CHECK_OR_RETURN(src.scalar_type() == dst.scalar_type() && src.nbytes() == dst.nbytes(), Error::InvalidArgument,
-                         "%s: input %zu has another dtype or size than the delegate was exported with", kCudaBackendName, i);
+                         "%s: input %zu has another dtype or size than the delegate was exported with",
+                         kCudaBackendName, i);
       // Host or device memory alike: a tensor whose data is already on the GPU is copied on-device.
-      ET_TRY(ecuda::to_error(cudaMemcpyAsync(dst.mutable_data_ptr(), src.const_data_ptr(), src.nbytes(), cudaMemcpyDefault,
-                                             stream), "CudaBackend: input copy"));
+      ET_TRY(ecuda::to_error(
+          cudaMemcpyAsync(dst.mutable_data_ptr(), src.const_data_ptr(), src.nbytes(), cudaMemcpyDefault, stream),
+          "CudaBackend: input copy"));
     }
     {
       ecuda::StreamGuard on_stream(stream);  // the shims run on the current stream
@@ -1757,14 +1801,16 @@ class CudaBackend final : public runtime::BackendInterface {
       ET_CHECK_OR_RETURN(dst.nbytes() == src.nbytes(), Error::InvalidArgument, "%s: output %zu size differs",
                          kCudaBackendName, i);
       to_host |= !dst.is_cuda();
-      ET_TRY(ecuda::to_error(cudaMemcpyAsync(dst.mutable_data_ptr(), src.const_data_ptr(), src.nbytes(), cudaMemcpyDefault,
-                                             stream), "CudaBackend: output copy"));
+      ET_TRY(ecuda::to_error(
+          cudaMemcpyAsync(dst.mutable_data_ptr(), src.const_data_ptr(), src.nbytes(), cudaMemcpyDefault, stream),
+          "CudaBackend: output copy"));
     }
     // Host outputs are read as soon as execute returns; device outputs follow the stream's order.
     // An index out of range is only known on the device: such delegates always wait, and report it.
     if (d->checks_indices) {
-      ET_TRY(ecuda::to_error(cudaMemcpyAsync(d->index_error_host.get(), d->index_error.get(), sizeof(int), cudaMemcpyDeviceToHost,
-                                             stream), "CudaBackend: index check"));
+      ET_TRY(ecuda::to_error(
+          cudaMemcpyAsync(d->index_error_host.get(), d->index_error.get(), sizeof(int), cudaMemcpyDeviceToHost, stream),
+          "CudaBackend: index check"));
     }
     if (to_host || !caller || d->checks_indices) {
       ET_TRY(ecuda::to_error(cudaStreamSynchronize(stream), "CudaBackend: synchronize"));

@@ -19,13 +19,13 @@ namespace {
 using Handle = void*;
 using Desc = void*;
 using Status = int;
-constexpr int kNchw = 0, kNhwc = 1;       // CUDNN_TENSOR_NCHW, CUDNN_TENSOR_NHWC
-constexpr int kCrossCorrelation = 1;      // CUDNN_CROSS_CORRELATION (what PyTorch computes)
+constexpr int kNchw = 0, kNhwc = 1;   // CUDNN_TENSOR_NCHW, CUDNN_TENSOR_NHWC
+constexpr int kCrossCorrelation = 1;  // CUDNN_CROSS_CORRELATION (what PyTorch computes)
 constexpr int kDataFloat = 0, kDataHalf = 2, kDataBFloat16 = 9;
 constexpr int kTensorOpMath = 1, kFmaMath = 3;
 constexpr int kActivationRelu = 1;
 constexpr int kNotPropagateNan = 0;
-constexpr int kAlgoCount = 8;             // CUDNN_CONVOLUTION_FWD_ALGO_COUNT
+constexpr int kAlgoCount = 8;  // CUDNN_CONVOLUTION_FWD_ALGO_COUNT
 
 struct AlgoPerf {  // cudnnConvolutionFwdAlgoPerf_t
   int algo;
@@ -88,23 +88,20 @@ struct Library {
       reason = std::string("cannot load libcudnn.so.9 (pip install nvidia-cudnn-cu13): ") + (e ? e : "not found");
       return;
     }
-    const bool ok = bind(create, "cudnnCreate") & bind(destroy, "cudnnDestroy") & bind(set_stream, "cudnnSetStream") &
-                    bind(error_string, "cudnnGetErrorString") & bind(create_tensor, "cudnnCreateTensorDescriptor") &
-                    bind(set_tensor, "cudnnSetTensor4dDescriptor") &
-                    bind(set_tensor_nd, "cudnnSetTensorNdDescriptorEx") & bind(destroy_tensor, "cudnnDestroyTensorDescriptor") &
-                    bind(create_filter, "cudnnCreateFilterDescriptor") & bind(set_filter, "cudnnSetFilter4dDescriptor") &
-                    bind(set_filter_nd, "cudnnSetFilterNdDescriptor") &
-                    bind(destroy_filter, "cudnnDestroyFilterDescriptor") &
-                    bind(create_conv, "cudnnCreateConvolutionDescriptor") &
-                    bind(set_conv, "cudnnSetConvolution2dDescriptor") &
-                    bind(set_conv_nd, "cudnnSetConvolutionNdDescriptor") & bind(set_groups, "cudnnSetConvolutionGroupCount") &
-                    bind(set_math, "cudnnSetConvolutionMathType") &
-                    bind(destroy_conv, "cudnnDestroyConvolutionDescriptor") &
-                    bind(create_act, "cudnnCreateActivationDescriptor") & bind(set_act, "cudnnSetActivationDescriptor") &
-                    bind(destroy_act, "cudnnDestroyActivationDescriptor") &
-                    bind(heuristics, "cudnnGetConvolutionForwardAlgorithm_v7") &
-                    bind(workspace, "cudnnGetConvolutionForwardWorkspaceSize") & bind(forward, "cudnnConvolutionForward") &
-                    bind(bias_act_forward, "cudnnConvolutionBiasActivationForward");
+    const bool ok =
+        bind(create, "cudnnCreate") & bind(destroy, "cudnnDestroy") & bind(set_stream, "cudnnSetStream") &
+        bind(error_string, "cudnnGetErrorString") & bind(create_tensor, "cudnnCreateTensorDescriptor") &
+        bind(set_tensor, "cudnnSetTensor4dDescriptor") & bind(set_tensor_nd, "cudnnSetTensorNdDescriptorEx") &
+        bind(destroy_tensor, "cudnnDestroyTensorDescriptor") & bind(create_filter, "cudnnCreateFilterDescriptor") &
+        bind(set_filter, "cudnnSetFilter4dDescriptor") & bind(set_filter_nd, "cudnnSetFilterNdDescriptor") &
+        bind(destroy_filter, "cudnnDestroyFilterDescriptor") & bind(create_conv, "cudnnCreateConvolutionDescriptor") &
+        bind(set_conv, "cudnnSetConvolution2dDescriptor") & bind(set_conv_nd, "cudnnSetConvolutionNdDescriptor") &
+        bind(set_groups, "cudnnSetConvolutionGroupCount") & bind(set_math, "cudnnSetConvolutionMathType") &
+        bind(destroy_conv, "cudnnDestroyConvolutionDescriptor") & bind(create_act, "cudnnCreateActivationDescriptor") &
+        bind(set_act, "cudnnSetActivationDescriptor") & bind(destroy_act, "cudnnDestroyActivationDescriptor") &
+        bind(heuristics, "cudnnGetConvolutionForwardAlgorithm_v7") &
+        bind(workspace, "cudnnGetConvolutionForwardWorkspaceSize") & bind(forward, "cudnnConvolutionForward") &
+        bind(bias_act_forward, "cudnnConvolutionBiasActivationForward");
     if (!ok) {
       dlclose(handle);
       handle = nullptr;
@@ -117,7 +114,6 @@ Library& library() {
   static Library lib;
   return lib;
 }
-
 
 Handle thread_handle() {
   thread_local ThreadHandle<Library, Handle, Status> th(library());
@@ -158,8 +154,8 @@ const char* CudnnConv::plan(const ConvGeometry& g, cudaDataType type, bool tf32,
   // Tensor-op math on float32 is TF32; FMA math keeps it IEEE (as torch.backends.cudnn.allow_tf32).
   const int math = type == CUDA_R_32F && !tf32 ? kFmaMath : kTensorOpMath;
   if (g.volumetric && (relu_bias || channels_last)) return "3-D convolution is planned NCDHW without a fused epilogue";
-  for (int64_t v : {g.n, g.c, g.h, g.w, g.k, g.kh, g.kw, g.sh, g.sw, g.ph, g.pw, g.dh, g.dw, g.groups, g.oh, g.ow, g.d,
-                    g.kd, g.sd, g.pd, g.dd, g.od}) {
+  for (int64_t v : {g.n,  g.c,  g.h,      g.w,  g.k,  g.kh, g.kw, g.sh, g.sw, g.ph, g.pw,
+                    g.dh, g.dw, g.groups, g.oh, g.ow, g.d,  g.kd, g.sd, g.pd, g.dd, g.od}) {
     if (v > INT_MAX) return "convolution dimension over cuDNN's 32-bit limit";
   }
   Library& lib = library();
@@ -182,19 +178,17 @@ const char* CudnnConv::plan(const ConvGeometry& g, cudaDataType type, bool tf32,
     if ((s = lib.set_tensor_nd(x_desc_, kNchw, dt, 5, x)) || (s = lib.set_tensor_nd(y_desc_, kNchw, dt, 5, y)) ||
         (s = lib.set_filter_nd(w_desc_, dt, kNchw, 5, w)) ||
         (s = lib.set_conv_nd(conv_desc_, 3, pad, stride, dilation, kCrossCorrelation, kDataFloat)) ||
-        (s = lib.set_groups(conv_desc_, i(g.groups))) ||
-        (s = lib.set_math(conv_desc_, math))) {
+        (s = lib.set_groups(conv_desc_, i(g.groups))) || (s = lib.set_math(conv_desc_, math))) {
       return failure("cuDNN 3-D convolution", s);
     }
   } else if ((s = lib.set_tensor(x_desc_, format, dt, i(g.n), i(g.c), i(g.h), i(g.w))) ||
-      (s = lib.set_tensor(y_desc_, format, dt, i(g.n), i(g.k), i(g.oh), i(g.ow))) ||
-      (s = lib.set_filter(w_desc_, dt, format, i(g.k), i(g.c / g.groups), i(g.kh), i(g.kw))) ||
-      (s = lib.set_conv(conv_desc_, i(g.ph), i(g.pw), i(g.sh), i(g.sw), i(g.dh), i(g.dw), kCrossCorrelation,
-                        kDataFloat)) ||
-      (s = lib.set_groups(conv_desc_, i(g.groups))) ||
-      (s = lib.set_math(conv_desc_, math)) ||
-      (relu_bias && (s = lib.set_tensor(bias_desc_, kNchw, dt, 1, i(g.k), 1, 1))) ||
-      (relu_bias && (s = lib.set_act(act_desc_, kActivationRelu, kNotPropagateNan, 0.0)))) {
+             (s = lib.set_tensor(y_desc_, format, dt, i(g.n), i(g.k), i(g.oh), i(g.ow))) ||
+             (s = lib.set_filter(w_desc_, dt, format, i(g.k), i(g.c / g.groups), i(g.kh), i(g.kw))) ||
+             (s = lib.set_conv(conv_desc_, i(g.ph), i(g.pw), i(g.sh), i(g.sw), i(g.dh), i(g.dw), kCrossCorrelation,
+                               kDataFloat)) ||
+             (s = lib.set_groups(conv_desc_, i(g.groups))) || (s = lib.set_math(conv_desc_, math)) ||
+             (relu_bias && (s = lib.set_tensor(bias_desc_, kNchw, dt, 1, i(g.k), 1, 1))) ||
+             (relu_bias && (s = lib.set_act(act_desc_, kActivationRelu, kNotPropagateNan, 0.0)))) {
     return failure("cuDNN convolution", s);
   }
   AlgoPerf perf[kAlgoCount];
@@ -227,8 +221,8 @@ const char* CudnnConv::run(const void* x, const void* w, const void* bias, const
   if (relu_bias_) {
     // y = relu(conv + alpha2 * z + bias); without a residual z is y itself, weighted 0.
     const float alpha2 = z ? 1.f : 0.f;
-    s = lib.bias_act_forward(h, &one, x_desc_, x, w_desc_, w, conv_desc_, algo_, workspace, workspace_, &alpha2, y_desc_,
-                             z ? z : y, bias_desc_, bias, act_desc_, y_desc_, y);
+    s = lib.bias_act_forward(h, &one, x_desc_, x, w_desc_, w, conv_desc_, algo_, workspace, workspace_, &alpha2,
+                             y_desc_, z ? z : y, bias_desc_, bias, act_desc_, y_desc_, y);
     return s ? failure("cudnnConvolutionBiasActivationForward", s) : nullptr;
   }
   s = lib.forward(h, &one, x_desc_, x, w_desc_, w, conv_desc_, algo_, workspace, workspace_, &zero, y_desc_, y);

@@ -24,10 +24,10 @@ const char* cudnn_unavailable_reason();
 // The geometry of a 2-D convolution over NCHW tensors (weights OIHW); with `volumetric`, of a
 // 3-D one over NCDHW tensors (weights OIDHW), its depth in the last six fields.
 struct ConvGeometry {
-  int64_t n, c, h, w;     // input
-  int64_t k, kh, kw;      // output channels, kernel
+  int64_t n, c, h, w;  // input
+  int64_t k, kh, kw;   // output channels, kernel
   int64_t sh, sw, ph, pw, dh, dw, groups;
-  int64_t oh, ow;         // output
+  int64_t oh, ow;  // output
   bool volumetric = false;
   int64_t d = 1, kd = 1, sd = 1, pd = 0, dd = 1, od = 1;  // input depth, kernel, stride, padding, dilation, output
 };

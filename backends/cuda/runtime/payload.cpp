@@ -33,8 +33,8 @@ bool is_floating(runtime::ScalarType t) {
 bool is_float(const EValue* v) { return v->is_tensor() && is_floating(v->to_tensor().scalar_type()); }
 bool is_bool(const EValue* v) { return v->is_tensor() && v->to_tensor().scalar_type() == runtime::ScalarType::Bool; }
 bool is_integer(const EValue* v) {
-  return v->is_tensor() &&
-         (v->to_tensor().scalar_type() == runtime::ScalarType::Int || v->to_tensor().scalar_type() == runtime::ScalarType::Long);
+  return v->is_tensor() && (v->to_tensor().scalar_type() == runtime::ScalarType::Int ||
+                            v->to_tensor().scalar_type() == runtime::ScalarType::Long);
 }
 // A tensor of an element type the kernels convert (element_type_of).
 bool is_element(const EValue* v) {
@@ -50,7 +50,8 @@ bool same_type_tensors(const EValue* a, const EValue* b) {
 #define PAYLOAD_CHECK(cond, ...) ET_CHECK_OR_RETURN(cond, Error::InvalidProgram, __VA_ARGS__)
 
 Error need_float(const EValue* v, const char* op, size_t i) {
-  PAYLOAD_CHECK(is_float(v), "%s %s: argument %zu must be a float32, float16 or bfloat16 tensor", kCudaBackendName, op, i);
+  PAYLOAD_CHECK(is_float(v), "%s %s: argument %zu must be a float32, float16 or bfloat16 tensor", kCudaBackendName, op,
+                i);
   return Error::Ok;
 }
 
@@ -62,8 +63,9 @@ Error need_numel(const EValue* v, int64_t numel, const char* op, size_t i) {
 }
 
 Error need_bool_numel(const EValue* v, int64_t numel, const char* op, size_t i) {
-  PAYLOAD_CHECK(is_bool(v) && v->to_tensor().numel() == numel, "%s %s: argument %zu must be a bool tensor of %lld elements",
-                kCudaBackendName, op, i, static_cast<long long>(numel));
+  PAYLOAD_CHECK(is_bool(v) && v->to_tensor().numel() == numel,
+                "%s %s: argument %zu must be a bool tensor of %lld elements", kCudaBackendName, op, i,
+                static_cast<long long>(numel));
   return Error::Ok;
 }
 
@@ -85,8 +87,9 @@ Error dim_at(const EValue* v, const Tensor& x, const char* op, int64_t* dim) {
 // Tensor `v` broadcasts to `out` (at most kMaxOpDims dimensions).
 Error need_broadcast(const EValue* v, const Tensor& out, const char* op, size_t i) {
   int64_t strides[kMaxOpDims];
-  PAYLOAD_CHECK(v->is_tensor() && out.dim() <= kMaxOpDims && broadcast_strides(v->to_tensor(), out.dim(), out.sizes(), strides),
-                "%s %s: argument %zu does not broadcast to the output's shape", kCudaBackendName, op, i);
+  PAYLOAD_CHECK(
+      v->is_tensor() && out.dim() <= kMaxOpDims && broadcast_strides(v->to_tensor(), out.dim(), out.sizes(), strides),
+      "%s %s: argument %zu does not broadcast to the output's shape", kCudaBackendName, op, i);
   return Error::Ok;
 }
 
@@ -96,8 +99,8 @@ Error need_int(const EValue* v, const char* op, size_t i) {
 }
 
 Error need_number(const EValue* v, const char* op, size_t i) {
-  PAYLOAD_CHECK(v->is_int() || v->is_double() || v->is_bool(), "%s %s: argument %zu must be a number",
-                kCudaBackendName, op, i);
+  PAYLOAD_CHECK(v->is_int() || v->is_double() || v->is_bool(), "%s %s: argument %zu must be a number", kCudaBackendName,
+                op, i);
   return Error::Ok;
 }
 
@@ -112,31 +115,58 @@ Error pair_at(const EValue* v, int i, int64_t fallback, const char* op, int64_t*
 }
 
 bool classify(const std::string& name, OpPlan* op) {
-  static const struct { const char* name; Unary op; } unary[] = {
-      {"aten::relu", Unary::Relu},       {"aten::silu", Unary::Silu},   {"aten::sigmoid", Unary::Sigmoid},
-      {"aten::tanh", Unary::Tanh},       {"aten::neg", Unary::Neg},     {"aten::exp", Unary::Exp},
-      {"aten::rsqrt", Unary::Rsqrt},     {"aten::gelu", Unary::Gelu},   {"aten::clamp", Unary::Clamp},
-      {"aten::hardtanh", Unary::Clamp},  {"aten::hardswish", Unary::HardSwish},
-      {"aten::hardsigmoid", Unary::HardSigmoid},                         {"aten::leaky_relu", Unary::LeakyRelu},
-      {"aten::pow.Tensor_Scalar", Unary::Pow},                           {"aten::sqrt", Unary::Sqrt},
-      {"aten::abs", Unary::Abs},         {"aten::log", Unary::Log},     {"aten::sin", Unary::Sin},
-      {"aten::cos", Unary::Cos},         {"aten::erf", Unary::Erf},
+  static const struct {
+    const char* name;
+    Unary op;
+  } unary[] = {
+      {"aten::relu", Unary::Relu},
+      {"aten::silu", Unary::Silu},
+      {"aten::sigmoid", Unary::Sigmoid},
+      {"aten::tanh", Unary::Tanh},
+      {"aten::neg", Unary::Neg},
+      {"aten::exp", Unary::Exp},
+      {"aten::rsqrt", Unary::Rsqrt},
+      {"aten::gelu", Unary::Gelu},
+      {"aten::clamp", Unary::Clamp},
+      {"aten::hardtanh", Unary::Clamp},
+      {"aten::hardswish", Unary::HardSwish},
+      {"aten::hardsigmoid", Unary::HardSigmoid},
+      {"aten::leaky_relu", Unary::LeakyRelu},
+      {"aten::pow.Tensor_Scalar", Unary::Pow},
+      {"aten::sqrt", Unary::Sqrt},
+      {"aten::abs", Unary::Abs},
+      {"aten::log", Unary::Log},
+      {"aten::sin", Unary::Sin},
+      {"aten::cos", Unary::Cos},
+      {"aten::erf", Unary::Erf},
   };
-  static const struct { const char* name; Binary op; } binary[] = {
+  static const struct {
+    const char* name;
+    Binary op;
+  } binary[] = {
       {"aten::add.Tensor", Binary::Add}, {"aten::sub.Tensor", Binary::Sub}, {"aten::mul.Tensor", Binary::Mul},
       {"aten::div.Tensor", Binary::Div}, {"aten::mul.Scalar", Binary::Mul}, {"aten::add.Scalar", Binary::Add},
       {"aten::maximum", Binary::Max},    {"aten::minimum", Binary::Min},
   };
-  static const struct { const char* name; Compare op; } compare[] = {
+  static const struct {
+    const char* name;
+    Compare op;
+  } compare[] = {
       {"aten::eq.Scalar", Compare::Eq}, {"aten::ne.Scalar", Compare::Ne}, {"aten::lt.Scalar", Compare::Lt},
       {"aten::le.Scalar", Compare::Le}, {"aten::gt.Scalar", Compare::Gt}, {"aten::ge.Scalar", Compare::Ge},
   };
-  static const struct { const char* name; Logic op; } logic[] = {
+  static const struct {
+    const char* name;
+    Logic op;
+  } logic[] = {
       {"aten::bitwise_and.Tensor", Logic::And}, {"aten::bitwise_or.Tensor", Logic::Or},
       {"aten::bitwise_xor.Tensor", Logic::Xor}, {"aten::logical_and", Logic::And},
       {"aten::logical_or", Logic::Or},          {"aten::logical_xor", Logic::Xor},
   };
-  static const struct { const char* name; OpKind kind; } other[] = {
+  static const struct {
+    const char* name;
+    OpKind kind;
+  } other[] = {
       {"aten::index.Tensor", OpKind::Index},
       {"aten::addmm", OpKind::Addmm},
       {"aten::mm", OpKind::Mm},
@@ -220,8 +250,8 @@ Error plan_unary_parameters(Span<EValue*> a, const char* op, OpPlan* plan) {
     case Unary::Clamp:
       PAYLOAD_CHECK(n == 4, "%s %s: %zu arguments", kCudaBackendName, op, n);
       for (size_t i : {1, 2}) {
-        PAYLOAD_CHECK(a[i]->is_none() || a[i]->is_int() || a[i]->is_double(), "%s %s: bound %zu must be a number or None",
-                      kCudaBackendName, op, i);
+        PAYLOAD_CHECK(a[i]->is_none() || a[i]->is_int() || a[i]->is_double(),
+                      "%s %s: bound %zu must be a number or None", kCudaBackendName, op, i);
       }
       p[0] = number(a[1], -INFINITY), p[1] = number(a[2], INFINITY);
       return Error::Ok;
@@ -231,16 +261,15 @@ Error plan_unary_parameters(Span<EValue*> a, const char* op, OpPlan* plan) {
       ET_TRY(need_number(a[1], op, 1));
       p[0] = static_cast<float>(a[1]->scalar_as_double());
       return Error::Ok;
-    default:
-      PAYLOAD_CHECK(n == 2, "%s %s: %zu arguments", kCudaBackendName, op, n);
-      return Error::Ok;
+    default: PAYLOAD_CHECK(n == 2, "%s %s: %zu arguments", kCudaBackendName, op, n); return Error::Ok;
   }
 }
 
 // `out` has `x`'s dtype and shape except `size` at `dim` (which is in range).
 Error need_shape_but(const Tensor& x, const EValue* out, int64_t dim, int64_t size, const char* op) {
-  PAYLOAD_CHECK(out->is_tensor() && out->to_tensor().scalar_type() == x.scalar_type() && out->to_tensor().dim() == x.dim(),
-                "%s %s: the output's dtype or rank differs", kCudaBackendName, op);
+  PAYLOAD_CHECK(
+      out->is_tensor() && out->to_tensor().scalar_type() == x.scalar_type() && out->to_tensor().dim() == x.dim(),
+      "%s %s: the output's dtype or rank differs", kCudaBackendName, op);
   for (int d = 0; d < x.dim(); ++d) {
     PAYLOAD_CHECK(out->to_tensor().size(d) == (d == dim ? size : x.size(d)), "%s %s: the output's shape differs",
                   kCudaBackendName, op);
@@ -322,9 +351,9 @@ Error plan_constant_pad(Span<EValue*> a, const char* op, OpPlan* plan) {
   ET_TRY(need_number(a[2], op, 2));
   const Tensor &x = a[0]->to_tensor(), &o = a[3]->to_tensor();
   const auto pad = a[1]->to_int_list();
-  PAYLOAD_CHECK(pad.size() % 2 == 0 && static_cast<int>(pad.size() / 2) <= x.dim() && o.dim() == x.dim() &&
-                    x.dim() <= kMaxOpDims,
-                "%s %s: %zu paddings for a %d-D input", kCudaBackendName, op, pad.size(), x.dim());
+  PAYLOAD_CHECK(
+      pad.size() % 2 == 0 && static_cast<int>(pad.size() / 2) <= x.dim() && o.dim() == x.dim() && x.dim() <= kMaxOpDims,
+      "%s %s: %zu paddings for a %d-D input", kCudaBackendName, op, pad.size(), x.dim());
   for (int d = 0; d < x.dim(); ++d) {
     const size_t k = static_cast<size_t>(x.dim() - 1 - d);  // pairs count from the last dimension
     const int64_t before = 2 * k < pad.size() ? pad[2 * k] : 0, after = 2 * k < pad.size() ? pad[2 * k + 1] : 0;
@@ -343,13 +372,14 @@ constexpr int64_t kMaxIndexSelectSlices = 1024;
 Error plan_index_select(Span<EValue*> a, const char* op, OpPlan* plan) {
   PAYLOAD_CHECK(a.size() == 4 && is_float(a[0]) && a[2]->is_tensor(), "%s %s: arguments", kCudaBackendName, op);
   const Tensor &x = a[0]->to_tensor(), &idx = a[2]->to_tensor();
-  PAYLOAD_CHECK(idx.dim() <= 1 && (idx.scalar_type() == runtime::ScalarType::Long || idx.scalar_type() == runtime::ScalarType::Int),
+  PAYLOAD_CHECK(idx.dim() <= 1 &&
+                    (idx.scalar_type() == runtime::ScalarType::Long || idx.scalar_type() == runtime::ScalarType::Int),
                 "%s %s: the index must be a 1-D int64 or int32 tensor", kCudaBackendName, op);
   int64_t dim, outer = 1;
   ET_TRY(dim_at(a[1], x, op, &dim));
   for (int d = 0; d < dim; ++d) outer *= x.size(d);
-  PAYLOAD_CHECK(outer <= kMaxIndexSelectSlices, "%s %s: more than %lld slices before the dimension", kCudaBackendName, op,
-                static_cast<long long>(kMaxIndexSelectSlices));
+  PAYLOAD_CHECK(outer <= kMaxIndexSelectSlices, "%s %s: more than %lld slices before the dimension", kCudaBackendName,
+                op, static_cast<long long>(kMaxIndexSelectSlices));
   ET_TRY(need_shape_but(x, a[3], dim, idx.numel(), op));
   plan->ints[0] = dim;
   return Error::Ok;
@@ -371,8 +401,8 @@ Error plan_index(Span<EValue*> a, const char* op) {
     PAYLOAD_CHECK(items[k] != nullptr && items[k]->is_tensor() &&
                       (items[k]->to_tensor().scalar_type() == runtime::ScalarType::Long ||
                        items[k]->to_tensor().scalar_type() == runtime::ScalarType::Int),
-                  "%s %s: index %zu must be an int64 or int32 tensor (None and masks are not run)", kCudaBackendName, op,
-                  k);
+                  "%s %s: index %zu must be an int64 or int32 tensor (None and masks are not run)", kCudaBackendName,
+                  op, k);
     rank = std::max(rank, items[k]->to_tensor().dim());
   }
   std::fill(shape, shape + kMaxOpDims, 1);
@@ -380,8 +410,8 @@ Error plan_index(Span<EValue*> a, const char* op) {
     const Tensor& t = item->to_tensor();
     for (int d = 0; d < t.dim(); ++d) {
       int64_t& s = shape[rank - t.dim() + d];
-      PAYLOAD_CHECK(s == 1 || t.size(d) == 1 || t.size(d) == s, "%s %s: index shapes do not broadcast", kCudaBackendName,
-                    op);
+      PAYLOAD_CHECK(s == 1 || t.size(d) == 1 || t.size(d) == s, "%s %s: index shapes do not broadcast",
+                    kCudaBackendName, op);
       if (t.size(d) != 1) s = t.size(d);
     }
   }
@@ -414,8 +444,10 @@ Error plan_upsample(Span<EValue*> a, const char* op, OpPlan* plan) {
     const int64_t in = x.size(2 + d), out = o.size(2 + d);
     const double factor = sf->is_none() ? 0.0 : sf->to_double_list()[static_cast<size_t>(d)];
     PAYLOAD_CHECK(sf->is_none() || factor > 0, "%s %s: scale factors must be positive", kCudaBackendName, op);
-    plan->scalars[d] = static_cast<float>(align ? (out > 1 ? static_cast<double>(in - 1) / static_cast<double>(out - 1) : 0.0)
-                                          : factor > 0 ? 1.0 / factor : static_cast<double>(in) / static_cast<double>(out));
+    plan->scalars[d] =
+        static_cast<float>(align        ? (out > 1 ? static_cast<double>(in - 1) / static_cast<double>(out - 1) : 0.0)
+                           : factor > 0 ? 1.0 / factor
+                                        : static_cast<double>(in) / static_cast<double>(out));
   }
   plan->ints[0] = bilinear, plan->ints[1] = align;
   return Error::Ok;
@@ -454,8 +486,9 @@ Error plan_adaptive_avg_pool(Span<EValue*> a, const char* op, OpPlan* plan) {
   v[9] = 0;
   for (int i = 0; i < 2; ++i) {
     const int64_t in = x.size(2 + i), out = o.size(2 + i);
-    PAYLOAD_CHECK(out > 0 && (in + out - 1) / out + 1 <= kMaxWindow, "%s %s: windows of input size %lld over %lld outputs",
-                  kCudaBackendName, op, static_cast<long long>(in), static_cast<long long>(out));
+    PAYLOAD_CHECK(out > 0 && (in + out - 1) / out + 1 <= kMaxWindow,
+                  "%s %s: windows of input size %lld over %lld outputs", kCudaBackendName, op,
+                  static_cast<long long>(in), static_cast<long long>(out));
     v[9] |= in % out != 0;
     v[i] = v[2 + i] = in / out, v[4 + i] = 0, v[6 + i] = 1;
   }
@@ -470,7 +503,8 @@ Error need_conv_extent(int64_t in, int64_t k, int64_t s, int64_t p, int64_t dil,
                     p <= kMaxWindow,
                 "%s: convolution kernel, stride, padding or dilation out of range", kCudaBackendName);
   PAYLOAD_CHECK(in + 2 * p >= dil * (k - 1) + 1 && out == (in + 2 * p - dil * (k - 1) - 1) / s + 1,
-                "%s: convolution output size %lld disagrees with its input", kCudaBackendName, static_cast<long long>(out));
+                "%s: convolution output size %lld disagrees with its input", kCudaBackendName,
+                static_cast<long long>(out));
   return Error::Ok;
 }
 
@@ -507,8 +541,8 @@ Error plan_conv3d(Span<EValue*> a, const char* op, OpPlan* plan) {
   const int64_t groups = a[8]->to_int();
   ET_TRY(need_conv_groups(x, wt, o, groups));
   int64_t* v = plan->ints;
-  const int64_t ints[16] = {x.size(0), x.size(1), x.size(3), x.size(4), wt.size(0), k[1],    k[2],      st[1],
-                            st[2],     pad[1],    pad[2],    dil[1],    dil[2],     groups,  o.size(3), o.size(4)};
+  const int64_t ints[16] = {x.size(0), x.size(1), x.size(3), x.size(4), wt.size(0), k[1],   k[2],      st[1],
+                            st[2],     pad[1],    pad[2],    dil[1],    dil[2],     groups, o.size(3), o.size(4)};
   std::copy(ints, ints + 16, v);
   const int64_t depth[6] = {x.size(2), k[0], st[0], pad[0], dil[0], o.size(2)};
   std::copy(depth, depth + 6, plan->depth);
@@ -522,7 +556,8 @@ Error plan_conv(Span<EValue*> a, const char* op, OpPlan* plan) {
   ET_TRY(need_float(a[0], op, 0));
   ET_TRY(need_float(a[1], op, 1));
   ET_TRY(need_float(a[9], op, 9));
-  PAYLOAD_CHECK(a[2]->is_none() || is_float(a[2]), "%s %s: bias must be a floating tensor or None", kCudaBackendName, op);
+  PAYLOAD_CHECK(a[2]->is_none() || is_float(a[2]), "%s %s: bias must be a floating tensor or None", kCudaBackendName,
+                op);
   ET_TRY(need_number(a[6], op, 6));
   ET_TRY(need_int(a[8], op, 8));
   PAYLOAD_CHECK(!a[6]->scalar_as_double(), "%s: only non-transposed convolution", kCudaBackendName);
@@ -532,7 +567,9 @@ Error plan_conv(Span<EValue*> a, const char* op, OpPlan* plan) {
   const bool one_d = x.dim() == 3;
   PAYLOAD_CHECK((x.dim() == 4 || one_d) && wt.dim() == x.dim() && o.dim() == x.dim(),
                 "%s: only 1-D, 2-D and 3-D convolution (3-D, 4-D or 5-D tensors)", kCudaBackendName);
-  auto size = [one_d](const Tensor& t, int d) -> int64_t { return one_d ? (d == 2 ? 1 : t.size(d - (d == 3))) : t.size(d); };
+  auto size = [one_d](const Tensor& t, int d) -> int64_t {
+    return one_d ? (d == 2 ? 1 : t.size(d - (d == 3))) : t.size(d);
+  };
   int64_t* v = plan->ints;
   v[0] = x.size(0), v[1] = x.size(1), v[2] = size(x, 2), v[3] = size(x, 3), v[4] = wt.size(0), v[5] = size(wt, 2),
   v[6] = size(wt, 3);
@@ -589,7 +626,8 @@ Error plan_pool(Span<EValue*> a, const char* op, bool is_max, OpPlan* plan) {
 // ints[0] = 1 for a mean. No dtype conversion.
 Error plan_mean(Span<EValue*> a, const char* op, OpPlan* plan) {
   const size_t n = a.size();
-  PAYLOAD_CHECK((n == 5 && (a[1]->is_int_list() || a[1]->is_none())) || n == 3, "%s %s: arguments", kCudaBackendName, op);
+  PAYLOAD_CHECK((n == 5 && (a[1]->is_int_list() || a[1]->is_none())) || n == 3, "%s %s: arguments", kCudaBackendName,
+                op);
   PAYLOAD_CHECK(a[n - 2]->is_none(), "%s %s: a dtype argument", kCudaBackendName, op);
   ET_TRY(need_float(a[0], op, 0));
   ET_TRY(need_float(a[n - 1], op, n - 1));
@@ -605,9 +643,12 @@ Error plan_mean(Span<EValue*> a, const char* op, OpPlan* plan) {
   bool trailing = true, seen = false;
   int64_t kept = 1;
   for (int d = 0; d < rank; ++d) {
-    if (reduced[static_cast<size_t>(d)]) seen = true;
-    else if (seen) trailing = false;
-    else kept *= a[0]->to_tensor().size(d);
+    if (reduced[static_cast<size_t>(d)])
+      seen = true;
+    else if (seen)
+      trailing = false;
+    else
+      kept *= a[0]->to_tensor().size(d);
   }
   PAYLOAD_CHECK(trailing, "%s %s: only over trailing dimensions", kCudaBackendName, op);
   return need_numel(a[4], kept, op, 4);
@@ -626,8 +667,9 @@ Error plan_split(Span<EValue*> a, const char* op, OpPlan* plan) {
   int64_t covered = 0;
   for (size_t i = 0; i < sizes.size(); ++i) {
     const EValue* o = a[3 + i];
-    PAYLOAD_CHECK(o->is_tensor() && o->to_tensor().scalar_type() == x.scalar_type() && o->to_tensor().dim() == x.dim() &&
-                      sizes[i] >= 0 && sizes[i] <= x.size(static_cast<int>(dim)) - covered,
+    PAYLOAD_CHECK(o->is_tensor() && o->to_tensor().scalar_type() == x.scalar_type() &&
+                      o->to_tensor().dim() == x.dim() && sizes[i] >= 0 &&
+                      sizes[i] <= x.size(static_cast<int>(dim)) - covered,
                   "%s %s: piece %zu does not fit the input", kCudaBackendName, op, i);
     for (int d = 0; d < x.dim(); ++d) {
       PAYLOAD_CHECK(o->to_tensor().size(d) == (d == dim ? sizes[i] : x.size(d)), "%s %s: piece %zu has another shape",
@@ -648,11 +690,12 @@ constexpr int64_t kMaxInt8Depth = (int64_t{1} << 31) / (127 * 127) / 4 * 4;
 Error plan_int8_linear(Span<EValue*> a, const char* op, OpPlan* plan) {
   PAYLOAD_CHECK(a.size() == 5 && a[0]->is_tensor() && a[1]->is_tensor() && a[4]->is_tensor(), "%s %s: arguments",
                 kCudaBackendName, op);
-  PAYLOAD_CHECK(plan->dtype == runtime::ScalarType::Float && a[0]->to_tensor().scalar_type() == runtime::ScalarType::Float,
-                "%s %s: activations must be float32", kCudaBackendName, op);
+  PAYLOAD_CHECK(
+      plan->dtype == runtime::ScalarType::Float && a[0]->to_tensor().scalar_type() == runtime::ScalarType::Float,
+      "%s %s: activations must be float32", kCudaBackendName, op);
   const Tensor &x = a[0]->to_tensor(), &w = a[1]->to_tensor(), &o = a[4]->to_tensor();
-  PAYLOAD_CHECK(w.scalar_type() == runtime::ScalarType::Char && w.dim() == 2, "%s %s: the weight must be a 2-D int8 tensor",
-                kCudaBackendName, op);
+  PAYLOAD_CHECK(w.scalar_type() == runtime::ScalarType::Char && w.dim() == 2,
+                "%s %s: the weight must be a 2-D int8 tensor", kCudaBackendName, op);
   const int64_t n = w.size(0), k = w.size(1);
   PAYLOAD_CHECK(x.dim() >= 1 && x.size(x.dim() - 1) == k, "%s %s: input features differ from the weight's %lld",
                 kCudaBackendName, op, static_cast<long long>(k));
@@ -674,7 +717,8 @@ Error plan_int8_linear(Span<EValue*> a, const char* op, OpPlan* plan) {
 Error plan_integer_binary(Span<EValue*> a, const char* op, OpPlan* plan) {
   const size_t n = a.size();
   const runtime::ScalarType t = a[0]->to_tensor().scalar_type();
-  PAYLOAD_CHECK(plan->binary != Binary::Div, "%s %s: integer division (true division in PyTorch)", kCudaBackendName, op);
+  PAYLOAD_CHECK(plan->binary != Binary::Div, "%s %s: integer division (true division in PyTorch)", kCudaBackendName,
+                op);
   PAYLOAD_CHECK((a[1]->is_int() || (is_integer(a[1]) && a[1]->to_tensor().scalar_type() == t)) &&
                     is_integer(a[n - 1]) && a[n - 1]->to_tensor().scalar_type() == t && (n == 3 || a[2]->is_int()),
                 "%s %s: integer operands, alpha and output must share the input's dtype", kCudaBackendName, op);
@@ -688,8 +732,8 @@ Error plan_integer_binary(Span<EValue*> a, const char* op, OpPlan* plan) {
 Error plan_cumsum(Span<EValue*> a, const char* op, OpPlan* plan) {
   PAYLOAD_CHECK(a.size() == 4 && is_element(a[0]) && is_element(a[3]), "%s %s: arguments", kCudaBackendName, op);
   const Tensor &x = a[0]->to_tensor(), &o = a[3]->to_tensor();
-  PAYLOAD_CHECK(o.dim() == x.dim() && o.numel() == x.numel() && x.dim() > 0, "%s %s: the output must be shaped like the input",
-                kCudaBackendName, op);
+  PAYLOAD_CHECK(o.dim() == x.dim() && o.numel() == x.numel() && x.dim() > 0,
+                "%s %s: the output must be shaped like the input", kCudaBackendName, op);
   for (int d = 0; d < x.dim(); ++d) {
     PAYLOAD_CHECK(o.size(d) == x.size(d), "%s %s: the output must be shaped like the input", kCudaBackendName, op);
   }
@@ -821,15 +865,16 @@ Error plan_op(const char* name, Span<EValue*> a, OpPlan* plan) {
   ET_CHECK_OR_RETURN(classify(name, plan), Error::NotSupported, "%s does not implement %s", kCudaBackendName, name);
   const size_t n = a.size();
   PAYLOAD_CHECK(n >= 2, "%s %s: %zu arguments", kCudaBackendName, name, n);
-  for (size_t i = 0; i < n; ++i) PAYLOAD_CHECK(a[i] != nullptr, "%s %s: argument %zu missing", kCudaBackendName, name, i);
+  for (size_t i = 0; i < n; ++i)
+    PAYLOAD_CHECK(a[i] != nullptr, "%s %s: argument %zu missing", kCudaBackendName, name, i);
   // One floating element type per op (kernels are instantiated per type, never mixed), but for
   // the conversion between them.
   bool seen = false;
   for (size_t i = 0; i < n && plan->kind != OpKind::Cast; ++i) {
     if (!is_float(a[i])) continue;
     const runtime::ScalarType t = a[i]->to_tensor().scalar_type();
-    PAYLOAD_CHECK(!seen || t == plan->dtype, "%s %s: argument %zu is %s, another argument %s", kCudaBackendName, name, i,
-                  runtime::to_string(t), runtime::to_string(plan->dtype));
+    PAYLOAD_CHECK(!seen || t == plan->dtype, "%s %s: argument %zu is %s, another argument %s", kCudaBackendName, name,
+                  i, runtime::to_string(t), runtime::to_string(plan->dtype));
     plan->dtype = t, seen = true;
   }
   switch (plan->kind) {
@@ -842,8 +887,8 @@ Error plan_op(const char* name, Span<EValue*> a, OpPlan* plan) {
       if (is_integer(a[0])) return plan_integer_binary(a, name, plan);
       ET_TRY(need_float(a[0], name, 0));
       ET_TRY(need_float(a[n - 1], name, n - 1));
-      PAYLOAD_CHECK(is_float(a[1]) || a[1]->is_int() || a[1]->is_double(), "%s %s: other must be a floating tensor or a number",
-                    kCudaBackendName, name);
+      PAYLOAD_CHECK(is_float(a[1]) || a[1]->is_int() || a[1]->is_double(),
+                    "%s %s: other must be a floating tensor or a number", kCudaBackendName, name);
       if (n == 4) ET_TRY(need_number(a[2], name, 2));
       PAYLOAD_CHECK(a[n - 1]->to_tensor().dim() <= kMaxOpDims, "%s %s: more than %d dimensions", kCudaBackendName, name,
                     kMaxOpDims);
@@ -853,11 +898,9 @@ Error plan_op(const char* name, Span<EValue*> a, OpPlan* plan) {
       for (size_t t : {0, 1, 2}) ET_TRY(need_float(a[t], name, t));
       return Error::Ok;  // the shim library checks the matrix shapes
     case OpKind::Expand:
-      PAYLOAD_CHECK(n == 4 && same_type_tensors(a[0], a[n - 1]),
-                    "%s %s: arguments", kCudaBackendName, name);
+      PAYLOAD_CHECK(n == 4 && same_type_tensors(a[0], a[n - 1]), "%s %s: arguments", kCudaBackendName, name);
       return need_broadcast(a[0], a[n - 1]->to_tensor(), name, 0);
-    case OpKind::Split:
-      return plan_split(a, name, plan);
+    case OpKind::Split: return plan_split(a, name, plan);
     case OpKind::Compare:
       PAYLOAD_CHECK(n == 3, "%s %s: %zu arguments", kCudaBackendName, name, n);
       PAYLOAD_CHECK(is_float(a[0]) || is_integer(a[0]) || is_bool(a[0]),
@@ -869,7 +912,8 @@ Error plan_op(const char* name, Span<EValue*> a, OpPlan* plan) {
       return need_bool_numel(a[1], a[0]->to_tensor().numel(), name, 1);
     case OpKind::Any: {
       // Over the last dimension only (as the attention masks lower to).
-      PAYLOAD_CHECK(n == 4 && is_bool(a[0]) && a[1]->is_int() && a[2]->is_bool(), "%s %s: arguments", kCudaBackendName, name);
+      PAYLOAD_CHECK(n == 4 && is_bool(a[0]) && a[1]->is_int() && a[2]->is_bool(), "%s %s: arguments", kCudaBackendName,
+                    name);
       const Tensor& x = a[0]->to_tensor();
       PAYLOAD_CHECK(x.dim() > 0 && (a[1]->to_int() == -1 || a[1]->to_int() == x.dim() - 1),
                     "%s: %s only over the last dimension", kCudaBackendName, name);
@@ -914,8 +958,7 @@ Error plan_op(const char* name, Span<EValue*> a, OpPlan* plan) {
                     kCudaBackendName, name);
       for (size_t i : {0, 1}) ET_TRY(need_broadcast(a[i], a[2]->to_tensor(), name, i));
       return Error::Ok;
-    case OpKind::Index:
-      return plan_index(a, name);
+    case OpKind::Index: return plan_index(a, name);
     case OpKind::Addmm:
     case OpKind::Mm: {
       const bool addmm = plan->kind == OpKind::Addmm;
@@ -968,8 +1011,7 @@ Error plan_op(const char* name, Span<EValue*> a, OpPlan* plan) {
       PAYLOAD_CHECK(plan->kind == OpKind::Copy || (n == 3 && a[1]->is_int_list()), "%s %s: arguments", kCudaBackendName,
                     name);
       return Error::Ok;  // byte counts and permutations are checked on each call
-    case OpKind::Conv:
-      return plan_conv(a, name, plan);
+    case OpKind::Conv: return plan_conv(a, name, plan);
     case OpKind::BatchNorm: {
       PAYLOAD_CHECK(n == 10, "%s %s: %zu arguments", kCudaBackendName, name, n);
       ET_TRY(need_float(a[0], name, 0));
@@ -984,42 +1026,25 @@ Error plan_op(const char* name, Span<EValue*> a, OpPlan* plan) {
       return need_numel(a[7], x.numel(), name, 7);
     }
     case OpKind::MaxPool:
-    case OpKind::AvgPool:
-      return plan_pool(a, name, plan->kind == OpKind::MaxPool, plan);
-    case OpKind::RowReduce:
-      return plan_mean(a, name, plan);
-    case OpKind::Int8Linear:
-      return plan_int8_linear(a, name, plan);
+    case OpKind::AvgPool: return plan_pool(a, name, plan->kind == OpKind::MaxPool, plan);
+    case OpKind::RowReduce: return plan_mean(a, name, plan);
+    case OpKind::Int8Linear: return plan_int8_linear(a, name, plan);
     case OpKind::LstmCell:
-    case OpKind::GruCell:
-      return plan_recurrent_cell(a, name, plan);
+    case OpKind::GruCell: return plan_recurrent_cell(a, name, plan);
     case OpKind::IntegerBinary:  // classify gives Binary and Conv; plan_integer_binary and plan_conv3d choose these
-    case OpKind::Conv3d:
-      return Error::Ok;
-    case OpKind::Cumsum:
-      return plan_cumsum(a, name, plan);
-    case OpKind::ArgMax:
-      return plan_argmax(a, name, plan);
-    case OpKind::Gather:
-      return plan_gather(a, name, plan);
-    case OpKind::Attention:
-      return plan_attention(a, name, plan);
-    case OpKind::Slice:
-      return plan_slice(a, name, plan);
-    case OpKind::Select:
-      return plan_select(a, name, plan);
-    case OpKind::Cat:
-      return plan_cat(a, name, plan);
-    case OpKind::AsStrided:
-      return plan_as_strided(a, name, plan);
-    case OpKind::ConstantPad:
-      return plan_constant_pad(a, name, plan);
-    case OpKind::IndexSelect:
-      return plan_index_select(a, name, plan);
-    case OpKind::Upsample:
-      return plan_upsample(a, name, plan);
-    case OpKind::AdaptiveAvgPool:
-      return plan_adaptive_avg_pool(a, name, plan);
+    case OpKind::Conv3d: return Error::Ok;
+    case OpKind::Cumsum: return plan_cumsum(a, name, plan);
+    case OpKind::ArgMax: return plan_argmax(a, name, plan);
+    case OpKind::Gather: return plan_gather(a, name, plan);
+    case OpKind::Attention: return plan_attention(a, name, plan);
+    case OpKind::Slice: return plan_slice(a, name, plan);
+    case OpKind::Select: return plan_select(a, name, plan);
+    case OpKind::Cat: return plan_cat(a, name, plan);
+    case OpKind::AsStrided: return plan_as_strided(a, name, plan);
+    case OpKind::ConstantPad: return plan_constant_pad(a, name, plan);
+    case OpKind::IndexSelect: return plan_index_select(a, name, plan);
+    case OpKind::Upsample: return plan_upsample(a, name, plan);
+    case OpKind::AdaptiveAvgPool: return plan_adaptive_avg_pool(a, name, plan);
   }
   return Error::Ok;
 }
@@ -1042,8 +1067,8 @@ namespace {
 // Loads `bytes` as a program on the CPU and its first method with host memory (refused above
 // `max_planned_bytes`), and hands the method to `fn`.
 template <typename Fn>
-auto with_host_method(Span<const uint8_t> bytes, uint64_t max_planned_bytes, Fn fn) -> decltype(fn(
-    std::declval<runtime::Method&>())) {
+auto with_host_method(Span<const uint8_t> bytes, uint64_t max_planned_bytes, Fn fn)
+    -> decltype(fn(std::declval<runtime::Method&>())) {
   ET_TRY_ASSIGN(auto loader, runtime::OwnedBufferDataLoader::copy_of(bytes.data(), bytes.size()));
   ET_TRY_ASSIGN(auto program, runtime::Program::load(std::move(loader)));
   const char* method_name = program->method_name(0);

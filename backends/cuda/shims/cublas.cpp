@@ -21,9 +21,9 @@ namespace {
 // cuBLAS's C ABI (cublas_api.h), the parts used here.
 using cublasHandle_t = struct cublasContext*;
 using cublasStatus_t = int;
-constexpr int kOpN = 0;             // CUBLAS_OP_N
-constexpr int kCompute32F = 68;     // CUBLAS_COMPUTE_32F
-constexpr int kGemmDefault = -1;    // CUBLAS_GEMM_DEFAULT
+constexpr int kOpN = 0;           // CUBLAS_OP_N
+constexpr int kCompute32F = 68;   // CUBLAS_COMPUTE_32F
+constexpr int kGemmDefault = -1;  // CUBLAS_GEMM_DEFAULT
 using CreateFn = cublasStatus_t (*)(cublasHandle_t*);
 using DestroyFn = cublasStatus_t (*)(cublasHandle_t);
 using SetStreamFn = cublasStatus_t (*)(cublasHandle_t, cudaStream_t);
@@ -75,7 +75,6 @@ Library& library() {
   return lib;
 }
 
-
 // cuBLASLt's C ABI (cublasLt.h), the parts used here; it ships beside cuBLAS, which loads it.
 using LtHandle = struct cublasLtContext*;
 using LtDesc = void*;    // cublasLtMatmulDesc_t
@@ -92,7 +91,7 @@ struct LtHeuristic {
   int reserved[4];
 };
 constexpr int kLtDescTransA = 3, kLtDescTransB = 4, kLtDescEpilogue = 7, kLtDescBiasPointer = 8;  // attributes
-constexpr uint32_t kLtEpilogueBias = 4;                                                           // CUBLASLT_EPILOGUE_BIAS
+constexpr uint32_t kLtEpilogueBias = 4;  // CUBLASLT_EPILOGUE_BIAS
 constexpr int kLtPrefMaxWorkspace = 1;
 constexpr int kScale32F = 0;  // CUDA_R_32F
 
@@ -109,14 +108,18 @@ struct LtLibrary {
   cublasStatus_t (*heuristic)(LtHandle, LtDesc, LtLayout, LtLayout, LtLayout, LtLayout, LtPref, int, LtHeuristic*,
                               int*) = nullptr;
   cublasStatus_t (*matmul)(LtHandle, LtDesc, const void*, const void*, LtLayout, const void*, LtLayout, const void*,
-                           const void*, LtLayout, void*, LtLayout, const LtAlgo*, void*, size_t, cudaStream_t) = nullptr;
+                           const void*, LtLayout, void*, LtLayout, const LtAlgo*, void*, size_t,
+                           cudaStream_t) = nullptr;
   bool ok = false;
 
   LtLibrary() {
     if (!cublas_available()) return;
     void* h = dlopen("libcublasLt.so.13", RTLD_NOW | RTLD_LOCAL);  // loaded already, as cuBLAS needs it
     if (h == nullptr) return;
-    const auto sym = [h](auto& fn, const char* name) { fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(dlsym(h, name)); return fn != nullptr; };
+    const auto sym = [h](auto& fn, const char* name) {
+      fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(dlsym(h, name));
+      return fn != nullptr;
+    };
     ok = sym(create, "cublasLtCreate") && sym(desc_create, "cublasLtMatmulDescCreate") &&
          sym(desc_destroy, "cublasLtMatmulDescDestroy") && sym(desc_set, "cublasLtMatmulDescSetAttribute") &&
          sym(layout_create, "cublasLtMatrixLayoutCreate") && sym(layout_destroy, "cublasLtMatrixLayoutDestroy") &&
@@ -164,23 +167,23 @@ bool cublas_available() { return library().handle != nullptr; }
 
 const char* cublas_unavailable_reason() { return library().reason.c_str(); }
 
-const char* cublas_gemm(cudaDataType type, int64_t m, int64_t n, int64_t k, float alpha, const void* a,
-                        const void* b, float beta, void* c, cudaStream_t stream, int64_t batch, int64_t stride_a,
-                        int64_t stride_b, int64_t stride_c) {
+const char* cublas_gemm(cudaDataType type, int64_t m, int64_t n, int64_t k, float alpha, const void* a, const void* b,
+                        float beta, void* c, cudaStream_t stream, int64_t batch, int64_t stride_a, int64_t stride_b,
+                        int64_t stride_c) {
   if (!cublas_available()) return cublas_unavailable_reason();
-  if (m > INT_MAX || n > INT_MAX || k > INT_MAX || batch > INT_MAX) return "matrix dimension over cuBLAS's 32-bit limit";
+  if (m > INT_MAX || n > INT_MAX || k > INT_MAX || batch > INT_MAX)
+    return "matrix dimension over cuBLAS's 32-bit limit";
   thread_local ThreadHandle<Library, cublasHandle_t, cublasStatus_t> th(library());
   if (th.status != 0 || th.handle == nullptr) return "cublasCreate failed (out of device memory?)";
   Library& lib = library();
   if (lib.set_stream(th.handle, stream) != 0) return "cublasSetStream failed";
   // Row-major C = A B is column-major C^T = B^T A^T: swap the operands, no transposes.
   const int in = static_cast<int>(n), im = static_cast<int>(m), ik = static_cast<int>(k);
-  const cublasStatus_t s =
-      batch == 1 ? lib.gemm_ex(th.handle, kOpN, kOpN, in, im, ik, &alpha, b, type, in, a, type, ik, &beta, c, type, in,
-                               kCompute32F, kGemmDefault)
-                 : lib.gemm_batched(th.handle, kOpN, kOpN, in, im, ik, &alpha, b, type, in, stride_b, a, type, ik,
-                                    stride_a, &beta, c, type, in, stride_c, static_cast<int>(batch), kCompute32F,
-                                    kGemmDefault);
+  const cublasStatus_t s = batch == 1 ? lib.gemm_ex(th.handle, kOpN, kOpN, in, im, ik, &alpha, b, type, in, a, type, ik,
+                                                    &beta, c, type, in, kCompute32F, kGemmDefault)
+                                      : lib.gemm_batched(th.handle, kOpN, kOpN, in, im, ik, &alpha, b, type, in,
+                                                         stride_b, a, type, ik, stride_a, &beta, c, type, in, stride_c,
+                                                         static_cast<int>(batch), kCompute32F, kGemmDefault);
   if (s != 0) {
     static thread_local char message[64];
     std::snprintf(message, sizeof(message), "cublasGemmEx failed with status %d", s);
@@ -196,7 +199,8 @@ const char* cublaslt_gemm_bias(cudaDataType type, int64_t m, int64_t n, int64_t 
   if (m > INT_MAX || n > INT_MAX || k > INT_MAX) return "matrix dimension over cuBLAS's 32-bit limit";
   // The algorithm is chosen once per shape for 16-byte aligned operands.
   if ((reinterpret_cast<uintptr_t>(a) | reinterpret_cast<uintptr_t>(b) | reinterpret_cast<uintptr_t>(bias) |
-       reinterpret_cast<uintptr_t>(c) | reinterpret_cast<uintptr_t>(residual)) % 16) {
+       reinterpret_cast<uintptr_t>(c) | reinterpret_cast<uintptr_t>(residual)) %
+      16) {
     return "operands not 16-byte aligned";
   }
   thread_local LtThread th;

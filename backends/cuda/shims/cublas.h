@@ -23,9 +23,9 @@ const char* cublas_unavailable_reason();
 // Row-major C[m, n] = alpha * A[m, k] @ B[k, n] + beta * C, all of `type` (CUDA_R_32F, CUDA_R_16F,
 // CUDA_R_16BF), accumulated in float32, on `stream`; `batch` such products, matrix i at element
 // offset i * stride_a of a (and so on). Returns a message on failure, nullptr on success.
-const char* cublas_gemm(cudaDataType type, int64_t m, int64_t n, int64_t k, float alpha, const void* a,
-                        const void* b, float beta, void* c, cudaStream_t stream, int64_t batch = 1,
-                        int64_t stride_a = 0, int64_t stride_b = 0, int64_t stride_c = 0);
+const char* cublas_gemm(cudaDataType type, int64_t m, int64_t n, int64_t k, float alpha, const void* a, const void* b,
+                        float beta, void* c, cudaStream_t stream, int64_t batch = 1, int64_t stride_a = 0,
+                        int64_t stride_b = 0, int64_t stride_c = 0);
 
 // Row-major C[m, n] = A[m, k] @ B[k, n] + bias[n] (+ residual[m, n] where given) in one cuBLASLt
 // call (the bias added by its epilogue, the residual read as its C matrix; residual may be c itself),

@@ -90,9 +90,7 @@ AOTITorchError cuda_fail(cudaError_t status, const char* what) {
   return AOTI_TORCH_FAILURE;
 }
 
-bool valid_dtype(int32_t dtype) {
-  return rt::element_size(static_cast<rt::ScalarType>(dtype)) != 0;
-}
+bool valid_dtype(int32_t dtype) { return rt::element_size(static_cast<rt::ScalarType>(dtype)) != 0; }
 
 AOTITorchError make(std::shared_ptr<Storage> storage, int64_t ndim, const int64_t* sizes, const int64_t* strides,
                     int64_t offset, rt::ScalarType dtype, int32_t device_type, int32_t device_index,
@@ -197,11 +195,11 @@ AOTITorchError aoti_torch_delete_tensor_object(AtenTensorHandle tensor) {
   return AOTI_TORCH_SUCCESS;
 }
 
-#define GETTER(name, type, expr)                              \
-  AOTITorchError name(AtenTensorHandle t, type ret) {         \
+#define GETTER(name, type, expr)                                              \
+  AOTITorchError name(AtenTensorHandle t, type ret) {                         \
     if (t == nullptr || ret == nullptr) return fail(#name ": null argument"); \
-    *ret = expr;                                              \
-    return AOTI_TORCH_SUCCESS;                                \
+    *ret = expr;                                                              \
+    return AOTI_TORCH_SUCCESS;                                                \
   }
 GETTER(aoti_torch_get_data_ptr, void**, t->data())
 GETTER(aoti_torch_get_sizes, int64_t**, t->sizes.data())
@@ -302,7 +300,7 @@ AOTITorchError aoti_torch_get_current_cuda_stream(int32_t, void** ret_stream) {
 static AOTITorchError check_matrix(AtenTensorHandle t, rt::ScalarType dtype, const char* what) {
   if (t == nullptr || t->device_type != kCuda || t->dtype != dtype || !t->contiguous()) {
     (void)rt::set_error(rt::Error::InvalidArgument, "%s must be a contiguous %s CUDA tensor like mat1", what,
-                  rt::to_string(dtype));
+                        rt::to_string(dtype));
     return AOTI_TORCH_FAILURE;
   }
   return AOTI_TORCH_SUCCESS;
@@ -339,15 +337,14 @@ AOTITorchError aoti_torch_cuda_addmm_out(AtenTensorHandle out, AtenTensorHandle 
   const bool half = type != CUDA_R_32F;
   if (half && !kc::cublas_available()) {
     (void)rt::set_error(rt::Error::NotSupported, "aoti_torch_cuda_addmm_out: %s needs cuBLAS: %s",
-                  rt::to_string(mat1->dtype), kc::cublas_unavailable_reason());
+                        rt::to_string(mat1->dtype), kc::cublas_unavailable_reason());
     return AOTI_TORCH_FAILURE;
   }
   const cudaStream_t stream = stream_now();
   // A linear layer's bias (one per column, added once) goes in cuBLASLt's epilogue where it can.
   if (self != nullptr && beta == 1.0 && alpha == 1.0 && self->numel() == n && !self->sizes.empty() &&
-      self->sizes.back() == n && m > 0 && n > 0 &&
-      kc::cublas_available() && kc::cublaslt_gemm_bias(type, m, n, k, mat1->data(), mat2->data(), self->data(),
-                                                        out->data(), stream) == nullptr) {
+      self->sizes.back() == n && m > 0 && n > 0 && kc::cublas_available() &&
+      kc::cublaslt_gemm_bias(type, m, n, k, mat1->data(), mat2->data(), self->data(), out->data(), stream) == nullptr) {
     return AOTI_TORCH_SUCCESS;
   }
   cudaError_t status = cudaSuccess;
@@ -379,12 +376,13 @@ AOTITorchError executorch_cuda_linear_residual_out(AtenTensorHandle out, AtenTen
   if (mat1 == nullptr || !gemm_type(mat1->dtype, &type)) {
     return fail("executorch_cuda_linear_residual_out: mat1 must be a float32, float16 or bfloat16 CUDA tensor");
   }
-  for (auto [t, what] : {std::pair{out, "out"}, {mat1, "mat1"}, {mat2, "mat2"}, {bias, "bias"}, {residual, "residual"}}) {
+  for (auto [t, what] :
+       {std::pair{out, "out"}, {mat1, "mat1"}, {mat2, "mat2"}, {bias, "bias"}, {residual, "residual"}}) {
     if (check_matrix(t, mat1->dtype, what) != AOTI_TORCH_SUCCESS) return AOTI_TORCH_FAILURE;
   }
-  if (mat1->sizes.size() != 2 || mat2->sizes.size() != 2 || out->sizes.size() != 2 || mat1->sizes[1] != mat2->sizes[0] ||
-      out->sizes[0] != mat1->sizes[0] || out->sizes[1] != mat2->sizes[1] || residual->sizes != out->sizes ||
-      bias->numel() != out->sizes[1]) {
+  if (mat1->sizes.size() != 2 || mat2->sizes.size() != 2 || out->sizes.size() != 2 ||
+      mat1->sizes[1] != mat2->sizes[0] || out->sizes[0] != mat1->sizes[0] || out->sizes[1] != mat2->sizes[1] ||
+      residual->sizes != out->sizes || bias->numel() != out->sizes[1]) {
     return fail("executorch_cuda_linear_residual_out: shapes do not multiply");
   }
   const int64_t m = out->sizes[0], n = out->sizes[1], k = mat1->sizes[1];
@@ -396,7 +394,7 @@ AOTITorchError executorch_cuda_linear_residual_out(AtenTensorHandle out, AtenTen
   }
   const cudaStream_t stream = stream_now();
   if (kc::cublas_available() && kc::cublaslt_gemm_bias(type, m, n, k, mat1->data(), mat2->data(), bias->data(),
-                                                        out->data(), stream, residual->data()) == nullptr) {
+                                                       out->data(), stream, residual->data()) == nullptr) {
     return AOTI_TORCH_SUCCESS;
   }
   cudaError_t status = cudaSuccess;
@@ -441,7 +439,8 @@ AOTITorchError aoti_torch_cuda_bmm_out(AtenTensorHandle out, AtenTensorHandle se
   int64_t sa = 0, sb = 0, sc = 0;
   if (!batched_matrix(self, self->dtype, &sa) || !batched_matrix(mat2, self->dtype, &sb) ||
       !batched_matrix(out, self->dtype, &sc)) {
-    return fail("aoti_torch_cuda_bmm_out: self, mat2 and out must be 3-D CUDA tensors of one dtype with row-major matrices");
+    return fail(
+        "aoti_torch_cuda_bmm_out: self, mat2 and out must be 3-D CUDA tensors of one dtype with row-major matrices");
   }
   const int64_t batch = out->sizes[0], m = out->sizes[1], n = out->sizes[2], k = self->sizes[2];
   if (self->sizes[0] != batch || mat2->sizes[0] != batch || self->sizes[1] != m || mat2->sizes[1] != k ||
@@ -460,13 +459,13 @@ AOTITorchError aoti_torch_cuda_bmm_out(AtenTensorHandle out, AtenTensorHandle se
     return AOTI_TORCH_SUCCESS;
   }
   if (type != CUDA_R_32F) {
-    (void)rt::set_error(rt::Error::NotSupported, "aoti_torch_cuda_bmm_out: %s needs cuBLAS: %s", rt::to_string(self->dtype),
-                  kc::cublas_unavailable_reason());
+    (void)rt::set_error(rt::Error::NotSupported, "aoti_torch_cuda_bmm_out: %s needs cuBLAS: %s",
+                        rt::to_string(self->dtype), kc::cublas_unavailable_reason());
     return AOTI_TORCH_FAILURE;
   }
   const cudaError_t status =
-      kc::launch_sgemm(m, n, k, 1.f, static_cast<const float*>(self->data()), static_cast<const float*>(mat2->data()), 0.f,
-                       static_cast<float*>(out->data()), stream, batch, sa, sb, sc);
+      kc::launch_sgemm(m, n, k, 1.f, static_cast<const float*>(self->data()), static_cast<const float*>(mat2->data()),
+                       0.f, static_cast<float*>(out->data()), stream, batch, sa, sb, sc);
   return status == cudaSuccess ? AOTI_TORCH_SUCCESS : cuda_fail(status, "aoti_torch_cuda_bmm_out");
 }
 

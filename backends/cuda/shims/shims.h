@@ -41,10 +41,12 @@ AOTI_SHIM_EXPORT int32_t aoti_torch_dtype_bool(void);
 AOTI_SHIM_EXPORT int32_t aoti_torch_layout_strided(void);
 
 // Tensors.
-AOTI_SHIM_EXPORT AOTITorchError aoti_torch_create_tensor_from_blob_v2(
-    void* data, int64_t ndim, const int64_t* sizes, const int64_t* strides, int64_t storage_offset, int32_t dtype,
-    int32_t device_type, int32_t device_index, AtenTensorHandle* ret, int32_t layout, const uint8_t* opaque_metadata,
-    int64_t opaque_metadata_size);
+AOTI_SHIM_EXPORT AOTITorchError aoti_torch_create_tensor_from_blob_v2(void* data, int64_t ndim, const int64_t* sizes,
+                                                                      const int64_t* strides, int64_t storage_offset,
+                                                                      int32_t dtype, int32_t device_type,
+                                                                      int32_t device_index, AtenTensorHandle* ret,
+                                                                      int32_t layout, const uint8_t* opaque_metadata,
+                                                                      int64_t opaque_metadata_size);
 AOTI_SHIM_EXPORT AOTITorchError aoti_torch_empty_strided(int64_t ndim, const int64_t* sizes, const int64_t* strides,
                                                          int32_t dtype, int32_t device_type, int32_t device_index,
                                                          AtenTensorHandle* ret);

@@ -40,8 +40,8 @@ int main(int argc, char** argv) {
     return 1;
   }
   const rt::Tensor& out = result.get()[0].to_tensor();
-  std::ofstream(argv[4], std::ios::binary).write(static_cast<const char*>(out.const_data_ptr()),
-                                                 static_cast<std::streamsize>(out.nbytes()));
+  std::ofstream(argv[4], std::ios::binary)
+      .write(static_cast<const char*>(out.const_data_ptr()), static_cast<std::streamsize>(out.nbytes()));
   std::printf("output: %lld elements\n", static_cast<long long>(out.numel()));
   return 0;
 }
