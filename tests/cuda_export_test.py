@@ -562,11 +562,13 @@ def test_device_forms_are_one_payload_that_matches_torch(model, shape) -> None:
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * max(1.0, float(np.abs(want).max())))
 
 
-@pytest.mark.parametrize("name", ["bert", "llama", "wav2vec2", "timm_levit_128s", "roberta", "clip_text", "lstm", "r3d_18"])
+@pytest.mark.parametrize("name", ["bert", "llama", "wav2vec2", "timm_levit_128s", "roberta", "clip_text", "lstm", "r3d_18",
+                                  "bloom", "falcon"])
 def test_real_models_with_masks_and_norms_are_one_delegate_call(name: str) -> None:
     """transformers' masks (index, bitwise_and, integer casts), group norm, LeViT's mean over
-    tokens, RoBERTa's and CLIP's integer positions (cumsum, gather, argmax), recurrent cells and 3-D
-    convolutions run on the device: export(backend="cuda") in float16 leaves no CPU kernel."""
+    tokens, RoBERTa's and CLIP's integer positions (cumsum, gather, argmax), recurrent cells, 3-D
+    convolutions, BLOOM's ALiBi (float slopes times integer positions) and Falcon's x[:, :, [i]]
+    run on the device: export(backend="cuda") in float16 leaves no CPU kernel."""
     from executorch.serialization.pte import deserialize
     from tests.models.real import MODELS as REAL, MORE_MODELS
 
@@ -574,3 +576,22 @@ def test_real_models_with_masks_and_norms_are_one_delegate_call(name: str) -> No
     spec = deserialize(export(model, example, backend="cuda", dtype=torch.float16))
     single_delegate_call(spec)
     assert not [i for i in spec.plans[0].instructions if hasattr(i, "op_index")], "a CPU kernel is left"
+
+
+@pytest.mark.parametrize("name", ["bloom", "falcon"])
+def test_device_rewrites_of_real_models_compute_the_model(name: str) -> None:
+    """The payload of a float32 export with backend="cuda" (the device's rewrites applied: ALiBi's
+    promotions, Falcon's permuted index), run on the CPU runtime, gives torch's output (1e-4)."""
+    from executorch.serialization.pte import deserialize
+    from tests.models.real import MORE_MODELS
+
+    model, example = MORE_MODELS[name]()
+    spec = deserialize(export(model, example, backend="cuda"))
+    single_delegate_call(spec)
+    plan, call = spec.plans[0], spec.plans[0].instructions[0]
+    payload = spec.segments[plan.delegates[0].segment]
+    got = Runtime.get().load_program(payload).load_method().execute([x.numpy() for x in example])
+    out = got[call.args[len(plan.inputs):].index(plan.outputs[0])]
+    with torch.no_grad():
+        want = model(*example)[0].numpy()
+    np.testing.assert_allclose(out, want, rtol=1e-4, atol=1e-4 * max(1.0, float(np.abs(want).max())))

@@ -92,8 +92,21 @@ def _segmentation(name: str, size: int = 96) -> Factory:
 
 # transformers ---------------------------------------------------------------------------------
 
-def _hf(config_name: str, model_name: str, inputs: Callable[[Any], tuple[Any, ...]], **config: Any) -> Factory:
-    """A transformers model from a small config; single-shot (use_cache=False: no KV cache object out)."""
+class _Keywords(torch.nn.Module):
+    """Passes the inputs by name: models whose forward takes past_key_values second (BLOOM, Falcon)."""
+
+    def __init__(self, inner: torch.nn.Module, names: tuple[str, ...]) -> None:
+        super().__init__()
+        self.inner, self.names = inner, names
+
+    def forward(self, *args: Any) -> Any:
+        return self.inner(**dict(zip(self.names, args)))
+
+
+def _hf(config_name: str, model_name: str, inputs: Callable[[Any], tuple[Any, ...]],
+        keywords: tuple[str, ...] | None = None, **config: Any) -> Factory:
+    """A transformers model from a small config; single-shot (use_cache=False: no KV cache object out).
+    With `keywords`, the inputs are passed by these names."""
 
     def factory():
         import_torchvision()  # transformers imports it where it is installed
@@ -104,7 +117,7 @@ def _hf(config_name: str, model_name: str, inputs: Callable[[Any], tuple[Any, ..
         for part in model_name.split(".")[:-1]:
             module = getattr(module, part)
         model = _seeded(lambda: getattr(module, model_name.split(".")[-1])(cfg))
-        return model, inputs(cfg)
+        return (_Keywords(model, keywords) if keywords else model), inputs(cfg)
 
     return factory
 
@@ -204,6 +217,10 @@ MORE_MODELS: dict[str, Factory] = {
     "phi": _hf("PhiConfig", "PhiModel", _ids_mask, vocab_size=512, max_position_embeddings=64, **_SMALL),
     "gemma": _hf("GemmaConfig", "GemmaModel", _ids_mask, vocab_size=512, num_key_value_heads=2, head_dim=16,
                  max_position_embeddings=64, **_SMALL),
+    "bloom": _hf("BloomConfig", "BloomModel", _ids_mask, ("input_ids", "attention_mask"), vocab_size=512,
+                 hidden_size=64, n_layer=2, n_head=4),
+    "falcon": _hf("FalconConfig", "FalconModel", _ids_mask, ("input_ids", "attention_mask"), vocab_size=512,
+                  hidden_size=64, num_hidden_layers=2, num_attention_heads=4),
     "wav2vec2": _hf("Wav2Vec2Config", "Wav2Vec2Model", lambda cfg: (torch.randn(1, 4000),), num_feat_extract_norm="group",
                     conv_dim=(32, 32), conv_stride=(5, 2), conv_kernel=(10, 3), num_conv_pos_embeddings=16,
                     num_conv_pos_embedding_groups=4, **_SMALL),

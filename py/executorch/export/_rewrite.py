@@ -118,8 +118,9 @@ _PROMOTING = {
 
 
 def _explicit_promotions(graph: torch.fx.Graph) -> None:
-    """Mixed-dtype elementwise ops (T5's half-precision layer norm multiplies float16 by float32)
-    read operands converted to the output dtype first, so that every kernel sees one dtype."""
+    """Mixed-dtype elementwise ops (T5's half-precision layer norm multiplies float16 by float32,
+    BLOOM's ALiBi float slopes by integer positions) read operands converted to the floating output
+    dtype first, as torch's type promotion computes them, so that every kernel sees one dtype."""
     for n in list(graph.nodes):
         positions = _PROMOTING.get(n.target) if n.op == "call_function" else None
         out = n.meta.get("val") if positions else None
@@ -129,10 +130,41 @@ def _explicit_promotions(graph: torch.fx.Graph) -> None:
         for i in positions:
             a = args[i] if i < len(args) else None
             val = a.meta.get("val") if isinstance(a, torch.fx.Node) else None
-            if isinstance(val, torch.Tensor) and val.is_floating_point() and val.dtype != out.dtype:
+            if isinstance(val, torch.Tensor) and val.dtype != out.dtype:
                 with graph.inserting_before(n):
                     args[i] = _node(graph, aten._to_copy.default, (a,), out, list(val.shape), kwargs={"dtype": out.dtype})
         n.args = tuple(args)
+
+
+def _leading_none_indices(graph: torch.fx.Graph) -> None:
+    """x[:, :, idx] (index.Tensor with None before adjacent index tensors, Falcon's key and value
+    split) as the index of a permuted x whose indexed dimensions come first, permuted back: the
+    form the device's index kernel runs (indices for the leading dimensions)."""
+    for n in list(graph.nodes):
+        if n.op != "call_function" or n.target != aten.index.Tensor or len(n.args) != 2:
+            continue
+        x, indices = n.args
+        shape, out = _shape(x), n.meta.get("val")
+        indices = list(indices)
+        while indices and indices[-1] is None:
+            indices.pop()
+        lead = 0
+        while lead < len(indices) and indices[lead] is None:
+            lead += 1
+        count = len(indices) - lead
+        if shape is None or not isinstance(out, torch.Tensor) or lead == 0 or count == 0 or None in indices[lead:]:
+            continue
+        order = [*range(lead, lead + count), *range(lead), *range(lead + count, len(shape))]
+        moved = [shape[d] for d in order]
+        rank = out.dim() - (len(shape) - count)  # the broadcast indices' dimensions
+        gathered = [*out.shape[lead:lead + rank], *shape[:lead], *shape[lead + count:]]
+        with graph.inserting_before(n):
+            xp = _node(graph, aten.permute.default, (x, order), out, moved)
+            y = _node(graph, aten.index.Tensor, (xp, indices[lead:]), out, gathered)
+            back = [*range(rank, rank + lead), *range(rank), *range(rank + lead, out.dim())]
+            z = _node(graph, aten.permute.default, (y, back), out, list(out.shape))
+        n.replace_all_uses_with(z)
+        graph.erase_node(n)
 
 
 def _isinf_any(graph: torch.fx.Graph) -> None:
@@ -263,6 +295,7 @@ def simplify(ep: torch.export.ExportedProgram, for_device: bool = False) -> None
     _explicit_promotions(graph)
     _isinf_any(graph)
     if for_device:
+        _leading_none_indices(graph)
         _group_norm(graph)
         _vector_norm(graph)
         _trailing_reductions(graph)
