@@ -22,7 +22,8 @@ from tests.models.zoo import MODELS, partly_delegated  # noqa: E402
 def lower(model: torch.nn.Module, example: tuple):
     """The float32 plan and constants the exporter would delegate from."""
     ep = torch.export.export(model, example).run_decompositions()
-    return _export._lower(ep, "forward", set(_export.supported_operators()))
+    plan, shared = _export._lower(ep, "forward", set(_export.supported_operators()))
+    return plan, shared.data()
 
 
 def lowered(name: str):
@@ -534,7 +535,8 @@ def _device_lowered(model: torch.nn.Module, example: tuple):
     with torch.no_grad():
         ep = torch.export.export(model, example).run_decompositions(_export._decompositions())
         simplify(ep, for_device=True)
-    return _export._lower(ep, "forward", set(_export.supported_operators()))
+    plan, shared = _export._lower(ep, "forward", set(_export.supported_operators()))
+    return plan, shared.data()
 
 
 @pytest.mark.parametrize("model, shape", [(NormForms, (2, 8, 6, 6)), (MaskOps, (2, 5, 16)), (IntegerOps, (2, 5, 16)),

@@ -301,6 +301,38 @@ class PyMethod {
   std::vector<bool> redirected_;  // per output: set to a caller's buffer by the last call
 };
 
+// The program state (mutable buffers) that methods loaded with it share and keep between calls.
+class PyState {
+ public:
+  PyState(std::shared_ptr<rt::Program> program, std::shared_ptr<rt::ProgramState> state)
+      : program_(std::move(program)), state_(std::move(state)) {}
+
+  std::vector<std::string> buffer_names() const {
+    std::vector<std::string> names;
+    for (size_t i = 0; i < state_->num_buffers(); ++i) names.emplace_back(state_->buffer_name(i));
+    return names;
+  }
+
+  py::bytes read(const std::string& name) const {
+    for (size_t i = 0; i < state_->num_buffers(); ++i) {
+      if (name == state_->buffer_name(i)) {
+        const auto b = state_->buffer(i);
+        return py::bytes(reinterpret_cast<const char*>(b.data()), b.size());
+      }
+    }
+    throw py::key_error("the program has no mutable buffer '" + name + "'");
+  }
+
+  void reset() { state_->reset(); }
+
+  const std::shared_ptr<rt::Program>& program() const { return program_; }
+  const std::shared_ptr<rt::ProgramState>& state() const { return state_; }
+
+ private:
+  std::shared_ptr<rt::Program> program_;  // outlives the state, which points into it
+  std::shared_ptr<rt::ProgramState> state_;
+};
+
 class PyProgram {
  public:
   explicit PyProgram(std::shared_ptr<rt::Program> program) : program_(std::move(program)) {}
@@ -311,12 +343,20 @@ class PyProgram {
     return names;
   }
 
-  std::unique_ptr<PyMethod> load_method(const std::string& name) const {
+  std::unique_ptr<PyState> new_state() const {
+    return std::make_unique<PyState>(program_, unwrap(rt::ProgramState::create(*program_), "creating the state"));
+  }
+
+  std::unique_ptr<PyMethod> load_method(const std::string& name, const PyState* state) const {
     if (!program_->has_method(name.c_str())) {
       throw py::key_error("the program has no method '" + name + "'; it has " +
                           py::str(py::cast(method_names())).cast<std::string>());
     }
-    auto method = unwrap(program_->load_method(name.c_str()), "loading method '" + name + "'");
+    if (state != nullptr && state->program() != program_) {
+      throw py::value_error("the state was made by another program's new_state()");
+    }
+    auto method = unwrap(program_->load_method(name.c_str(), nullptr, state ? state->state() : nullptr),
+                         "loading method '" + name + "'");
     return std::make_unique<PyMethod>(program_, std::move(method));
   }
 
@@ -377,8 +417,14 @@ PYBIND11_MODULE(_C, m) {
 
   py::class_<PyProgram>(m, "Program")
       .def_property_readonly("method_names", &PyProgram::method_names)
-      .def("load_method", &PyProgram::load_method, py::arg("name"))
+      .def("new_state", &PyProgram::new_state)
+      .def("load_method", &PyProgram::load_method, py::arg("name"), py::arg("state") = nullptr)
       .def("metadata", &PyProgram::metadata, py::arg("key"));
+
+  py::class_<PyState>(m, "State")
+      .def_property_readonly("buffer_names", &PyState::buffer_names)
+      .def("read", &PyState::read, py::arg("name"))
+      .def("reset", &PyState::reset);
 
   py::class_<PyMethod>(m, "Method")
       .def_property_readonly("name", &PyMethod::name)

@@ -32,9 +32,17 @@ size_t size_of(const flatbuffers::Vector<T>* v) {
 }  // namespace
 
 Result<std::unique_ptr<Method>> Method::load(const Program& program, const fb::ExecutionPlan* plan,
-                                             const MemoryManager* memory_manager) {
+                                             const MemoryManager* memory_manager, std::shared_ptr<ProgramState> state) {
   std::unique_ptr<Method> m(new Method());
   m->name_ = plan->name() ? plan->name()->str() : "";
+
+  // Program state: shared with the caller's other methods, or this method's own.
+  if (state == nullptr) {
+    ET_TRY_ASSIGN(state, ProgramState::create(program));
+  }
+  ET_CHECK_OR_RETURN(state->belongs_to(program), Error::InvalidArgument,
+                     "method '%s': the program state was made for another program", m->name());
+  m->state_buffers_ = std::move(state);
 
   // Planned memory.
   const auto* sizes = plan->non_const_buffer_sizes();
@@ -76,6 +84,9 @@ Result<std::unique_ptr<Method>> Method::load(const Program& program, const fb::E
         ET_CHECK_OR_RETURN(seen != static_cast<size_t>(id), Error::InvalidProgram,
                            "value %d is listed as an input twice", id);
       }
+      // An input's data is replaced by the caller's; the program's state is not the caller's to replace.
+      ET_CHECK_OR_RETURN(!m->state_[static_cast<size_t>(id)], Error::InvalidProgram,
+                         "value %d is program state; it cannot be an input", id);
       m->inputs_.push_back(&m->values_[static_cast<size_t>(id)]);
       m->input_ids_.push_back(static_cast<size_t>(id));
       m->input_set_.push_back(false);
@@ -99,6 +110,7 @@ Error Method::parse_values(const Program& program, const fb::ExecutionPlan* plan
   values_.resize(n);  // never resized again: EValue* pointers into it stay valid
   planned_.assign(n, false);
   constant_.assign(n, false);
+  state_.assign(n, false);
   for (size_t i = 0; i < n; ++i) {
     const fb::EValue* v = values->Get(static_cast<flatbuffers::uoffset_t>(i));
     EValue& out = values_[i];
@@ -174,7 +186,22 @@ Error Method::parse_values(const Program& program, const fb::ExecutionPlan* plan
           stride *= shape[d] == 0 ? 1 : shape[d];
         }
         void* data = nullptr;
-        if (t->data_segment() >= 0) {
+        const int places = (t->data_segment() >= 0) + (t->mem_id() >= 0) + (t->mutable_buffer() >= 0);
+        ET_CHECK_OR_RETURN(places <= 1, Error::InvalidProgram,
+                           "value %zu: more than one of constant data, planned memory and program state", i);
+        if (t->mutable_buffer() >= 0) {
+          const auto id = static_cast<size_t>(t->mutable_buffer());
+          ET_CHECK_OR_RETURN(id < state_buffers_->num_buffers(), Error::InvalidProgram,
+                             "value %zu: mutable buffer %zu does not exist (%zu buffers)", i, id,
+                             state_buffers_->num_buffers());
+          const Span<uint8_t> buffer = state_buffers_->buffer(id);
+          ET_CHECK_OR_RETURN(buffer.size() == nbytes, Error::InvalidProgram,
+                             "value %zu: %llu bytes, but mutable buffer %zu ('%s') holds %zu", i,
+                             static_cast<unsigned long long>(nbytes), id, state_buffers_->buffer_name(id),
+                             buffer.size());
+          data = buffer.data();
+          state_[i] = true;
+        } else if (t->data_segment() >= 0) {
           auto bytes = program.segment_data(static_cast<size_t>(t->data_segment()), t->data_offset(), nbytes);
           if (!bytes.ok()) return ET_ERROR_CONTEXT(bytes.error(), "value %zu (constant)", i);
           ET_CHECK_OR_RETURN(reinterpret_cast<uintptr_t>(bytes->data()) % element_size(dtype) == 0,
@@ -360,7 +387,10 @@ Method::~Method() {
 
 Method::Memory Method::value_memory(size_t index) const {
   if (index >= values_.size() || !values_[index].is_tensor()) return Memory::None;
-  return planned_[index] ? Memory::Planned : constant_[index] ? Memory::Constant : Memory::None;
+  return planned_[index]    ? Memory::Planned
+         : constant_[index] ? Memory::Constant
+         : state_[index]    ? Memory::State
+                            : Memory::None;
 }
 
 const char* Method::instruction_operator(size_t index) const {
@@ -448,6 +478,7 @@ Error Method::set_output_data(size_t index, void* data, size_t nbytes, Device de
                      "output %zu: a buffer of %zu bytes, expected %zu", index, nbytes, t.nbytes());
   const size_t id = static_cast<size_t>(outputs_[index] - values_.data());
   ET_CHECK_OR_RETURN(!constant_[id], Error::NotSupported, "output %zu is a constant of the program", index);
+  ET_CHECK_OR_RETURN(!state_[id], Error::NotSupported, "output %zu is program state", index);
   if (device.type != DeviceType::CPU) {
     ET_CHECK_OR_RETURN(output_may_be_on_device(index), Error::NotSupported,
                        "output %zu is computed or read by a CPU kernel; it cannot be in device memory", index);

@@ -10,6 +10,7 @@
 #include <executorch/runtime/core/evalue.h>
 #include <executorch/runtime/core/result.h>
 #include <executorch/runtime/executor/memory_manager.h>
+#include <executorch/runtime/executor/program_state.h>
 #include <executorch/runtime/kernel/kernel_registry.h>
 #include <executorch/runtime/platform/export.h>
 
@@ -26,8 +27,11 @@ class Program;
 // Not thread-safe; load one Method per thread to run a program concurrently.
 class EXECUTORCH_API Method final {
  public:
+  // `state`: the program state this method updates (shared with other methods loaded with it);
+  // null gives the method a state of its own.
   static Result<std::unique_ptr<Method>> load(const Program& program, const executorch_flatbuffer::ExecutionPlan* plan,
-                                              const MemoryManager* memory_manager);
+                                              const MemoryManager* memory_manager,
+                                              std::shared_ptr<ProgramState> state = nullptr);
   ~Method();
   Method(const Method&) = delete;
   Method& operator=(const Method&) = delete;
@@ -64,7 +68,8 @@ class EXECUTORCH_API Method final {
 
   // For backends that run a method's instructions themselves (the CUDA delegate executes a
   // sub-program this way, on device memory it provides through a MemoryManager).
-  enum class Memory { None, Constant, Planned };
+  // State: a whole mutable buffer of the program (ProgramState), kept between executions.
+  enum class Memory { None, Constant, Planned, State };
   size_t num_values() const { return values_.size(); }
   EValue& value(size_t index) { return values_[index]; }
   Memory value_memory(size_t index) const;
@@ -109,6 +114,8 @@ class EXECUTORCH_API Method final {
   std::vector<std::unique_ptr<uint8_t, void (*)(void*)>> owned_buffers_;
   std::vector<bool> planned_;   // per value: tensor data in planned memory
   std::vector<bool> constant_;  // per value: tensor data in a constant segment
+  std::vector<bool> state_;     // per value: tensor data is a mutable buffer of state_buffers_
+  std::shared_ptr<ProgramState> state_buffers_;
   std::vector<EValue*> inputs_, outputs_;
   std::vector<size_t> input_ids_;
   std::vector<bool> input_set_;

@@ -178,11 +178,12 @@ Result<uint64_t> Program::planned_bytes(const char* name) const {
   return total;
 }
 
-Result<std::unique_ptr<Method>> Program::load_method(const char* name, const MemoryManager* memory_manager) const {
+Result<std::unique_ptr<Method>> Program::load_method(const char* name, const MemoryManager* memory_manager,
+                                                     std::shared_ptr<ProgramState> state) const {
   for (size_t i = 0; i < num_methods(); ++i) {
     if (std::strcmp(method_name(i), name) == 0) {
       return Method::load(*this, program_->execution_plan()->Get(static_cast<flatbuffers::uoffset_t>(i)),
-                          memory_manager);
+                          memory_manager, std::move(state));
     }
   }
   return ET_ERROR(Error::NotFound, "the program has no method named '%s'", name);

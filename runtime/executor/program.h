@@ -9,6 +9,7 @@
 #include <executorch/runtime/core/span.h>
 #include <executorch/runtime/executor/data_loader.h>
 #include <executorch/runtime/executor/memory_manager.h>
+#include <executorch/runtime/executor/program_state.h>
 #include <executorch/runtime/platform/export.h>
 
 namespace executorch_flatbuffer {
@@ -41,7 +42,10 @@ class EXECUTORCH_API Program final {
 
   // Prepares method `name` for execution: values, planned memory (from `memory_manager`, or owned
   // by the Method when null), kernels, delegates. Every index and size is checked here.
-  Result<std::unique_ptr<Method>> load_method(const char* name, const MemoryManager* memory_manager = nullptr) const;
+  // `state`: the mutable buffers the method updates (ProgramState::create(*this)), shared by the
+  // methods loaded with it; null gives the method a state of its own.
+  Result<std::unique_ptr<Method>> load_method(const char* name, const MemoryManager* memory_manager = nullptr,
+                                              std::shared_ptr<ProgramState> state = nullptr) const;
 
   // Bytes of each planned buffer method `name` needs (to provide them through a MemoryManager).
   Result<std::vector<uint64_t>> planned_buffer_sizes(const char* name) const;

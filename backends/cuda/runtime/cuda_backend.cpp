@@ -1675,6 +1675,7 @@ class CudaBackend final : public runtime::BackendInterface {
     if (!method.ok()) return ET_ERROR_CONTEXT(method.error(), "%s payload", kCudaBackendName);
     d->method = std::move(method.get());
     runtime::Method& m = *d->method;
+    ET_TRY(check_stateless(m));
     // Constants go to the device once; every tensor then lives there. Their host bytes stay with
     // the program, for the index checks below.
     std::unordered_map<const EValue*, const void*> host_constants;

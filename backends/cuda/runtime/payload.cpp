@@ -1062,6 +1062,14 @@ Error plan_instruction(runtime::Method& m, size_t k, OpPlan* plan) {
   return plan_op(name, args, plan);
 }
 
+runtime::Error check_stateless(const runtime::Method& method) {
+  for (size_t i = 0; i < method.num_values(); ++i) {
+    ET_CHECK_OR_RETURN(method.value_memory(i) != runtime::Method::Memory::State, Error::InvalidProgram,
+                       "%s payload: value %zu is program state, which payloads cannot hold", kCudaBackendName, i);
+  }
+  return Error::Ok;
+}
+
 namespace {
 
 // Loads `bytes` as a program on the CPU and its first method with host memory (refused above
@@ -1083,6 +1091,7 @@ auto with_host_method(Span<const uint8_t> bytes, uint64_t max_planned_bytes, Fn 
 
 runtime::Result<size_t> check_payload(Span<const uint8_t> payload, uint64_t max_planned_bytes) {
   return with_host_method(payload, max_planned_bytes, [](runtime::Method& m) -> runtime::Result<size_t> {
+    ET_TRY(check_stateless(m));
     for (size_t k = 0; k < m.num_instructions(); ++k) {
       OpPlan plan;
       ET_TRY(plan_instruction(m, k, &plan));

@@ -105,6 +105,10 @@ runtime::Error plan_op(const char* name, runtime::Span<runtime::EValue*> args, O
 // takes. CudaBackend::init, check_payload and explain_instructions all plan through this.
 runtime::Error plan_instruction(runtime::Method& method, size_t k, OpPlan* plan);
 
+// A payload keeps no program state (mutable buffers): its tensors live in device memory that
+// CudaBackend plans, and state would have to outlive the call. InvalidProgram if it has any.
+runtime::Error check_stateless(const runtime::Method& method);
+
 // The payload on the CPU, as init sees it: loads it as a program, its method with host memory
 // (refused above `max_planned_bytes`), and plans every instruction. Returns the number of ops.
 runtime::Result<size_t> check_payload(runtime::Span<const uint8_t> payload, uint64_t max_planned_bytes);

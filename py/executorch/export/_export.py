@@ -17,8 +17,8 @@ from executorch.export._quantize import quantize_linear_int8
 from executorch.export._recurrent import add_recurrent_decompositions
 from executorch.export._rewrite import only_first_output_read, simplify
 from executorch.serialization.pte import (BoolListValue, BoolValue, DoubleListValue, DoubleValue, IntListValue, IntValue,
-                                         KernelCall, NullValue, Plan, ProgramSpec, StringValue, TensorListValue,
-                                         TensorSpec, TensorValue, Value, serialize)
+                                         KernelCall, MutableBuffer, NullValue, Plan, ProgramSpec, StringValue,
+                                         TensorListValue, TensorSpec, TensorValue, Value, serialize)
 
 DTYPE_CODES = {
     torch.uint8: _dtypes.UINT8,
@@ -81,18 +81,80 @@ class _Const:
 # The result of an operator with no kernel: lowering goes on, to name every such operator at once.
 _MISSING = object()
 
+# Ops that write their result into a copy of their first argument: where that argument is program
+# state read by nothing else and the result is the state's new value, they write the state in place.
+_STATE_UPDATES = {
+    torch.ops.aten.index_put.default,
+    torch.ops.aten.slice_scatter.default,
+    torch.ops.aten.copy.default,
+}
+
+
+def _tensor_bytes(t: torch.Tensor) -> bytes:
+    t = t.detach().contiguous().cpu()
+    return t.view(torch.int16).numpy().tobytes() if t.dtype == torch.bfloat16 else t.numpy().tobytes()
+
+
+class _Shared:
+    """What the methods of one program share: the constant segment (segment 0), each tensor stored
+    once however many methods read it, and the mutable buffers (program state) by name."""
+
+    def __init__(self) -> None:
+        self.chunks: list[bytes] = []  # 16-byte aligned
+        self.size = 0
+        self.offsets: dict[tuple, int] = {}
+        self.kept: list[torch.Tensor] = []  # every stored tensor, so that no other takes its address
+        self.mutable: list[MutableBuffer] = []
+        self.mutable_specs: dict[str, tuple[torch.dtype, list[int]]] = {}
+
+    def store(self, data: bytes) -> int:
+        offset = (self.size + 15) // 16 * 16
+        if offset > self.size:
+            self.chunks.append(b"\0" * (offset - self.size))
+        self.chunks.append(data)
+        self.size = offset + len(data)
+        return offset
+
+    def constant(self, t: torch.Tensor) -> int:
+        """The offset of `t`'s bytes in the segment."""
+        key = (t.untyped_storage().data_ptr(), t.storage_offset(), tuple(t.shape), tuple(t.stride()), t.dtype)
+        if key not in self.offsets:
+            self.offsets[key] = self.store(_tensor_bytes(t))
+            self.kept.append(t)
+        return self.offsets[key]
+
+    def mutable_buffer(self, name: str, t: torch.Tensor) -> int:
+        """The index of mutable buffer `name`, starting as `t` (zeros are stored as none)."""
+        spec = (t.dtype, list(t.shape))
+        for i, b in enumerate(self.mutable):
+            if b.name == name:
+                if self.mutable_specs[name] != spec:
+                    raise ExportError(f"buffer {name}: {spec} in one method, {self.mutable_specs[name]} in another")
+                return i
+        if t.dtype not in DTYPE_CODES:
+            raise ExportError(f"buffer {name}: dtype {t.dtype} is not supported")
+        initial = bool(t.numel()) and bool(t.detach().ne(0).any())
+        self.mutable.append(MutableBuffer(name=name, size=t.element_size() * t.numel(),
+                                          data_segment=0 if initial else -1,
+                                          data_offset=self.store(_tensor_bytes(t)) if initial else 0))
+        self.mutable_specs[name] = spec
+        return len(self.mutable) - 1
+
+    def data(self) -> bytes:
+        return b"".join(self.chunks)
+
 
 class _Lowering:
-    def __init__(self, name: str, widen: torch.dtype | None) -> None:
+    def __init__(self, name: str, widen: torch.dtype | None, shared: _Shared) -> None:
         self.plan = Plan(name=name)
+        self.shared = shared
         # float16/bfloat16 programs for the CPU: operators outside _DTYPE_AGNOSTIC compute in float32
         self.widen = widen
         self.missing: dict[str, list[str]] = {}  # operator -> nodes, for one error naming them all
         self.widened_constants: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
         self.derived: list[torch.Tensor] = []  # constants made at export (folded weights): kept so each id stays its own
-        self.constants: list[bytes] = []  # one segment: constant tensors, 16-byte aligned
-        self.constant_bytes = 0
         self.constant_values: dict[int, int] = {}  # id(tensor) -> value index
+        self.state_values: dict[str, int] = {}  # mutable buffer name -> value index
         self.allocations: dict[int, Allocation] = {}  # value index -> lifetime (planned tensors)
         self.op_index: dict[tuple[str, str], int] = {}
 
@@ -121,19 +183,20 @@ class _Lowering:
             return self.constant_values[key]
         if t.dtype not in DTYPE_CODES:
             raise ExportError(f"constant of dtype {t.dtype} is not supported")
-        data = t.detach().contiguous().cpu().numpy().tobytes() if t.dtype != torch.bfloat16 else (
-            t.detach().contiguous().cpu().view(torch.int16).numpy().tobytes()
-        )
-        offset = (self.constant_bytes + 15) // 16 * 16
-        if offset > self.constant_bytes:
-            self.constants.append(b"\0" * (offset - self.constant_bytes))
-        self.constants.append(data)
-        self.constant_bytes = offset + len(data)
+        offset = self.shared.constant(t)
         index = self.add_value(
             TensorValue(TensorSpec(dtype=DTYPE_CODES[t.dtype], sizes=list(t.shape), data_segment=0, data_offset=offset))
         )
         self.constant_values[key] = index
         return index
+
+    def state_tensor(self, name: str, t: torch.Tensor) -> int:
+        """The value of mutable buffer `name` (the whole buffer), whose initial contents are `t`."""
+        if name not in self.state_values:
+            buffer = self.shared.mutable_buffer(name, t)
+            self.state_values[name] = self.add_value(
+                TensorValue(TensorSpec(dtype=DTYPE_CODES[t.dtype], sizes=list(t.shape), mutable_buffer=buffer)))
+        return self.state_values[name]
 
     def is_tensor_of(self, index: int, dtype: torch.dtype) -> bool:
         v = self.plan.values[index]
@@ -358,11 +421,28 @@ def _fold_batch_norm(conv_args: list[Any], bn: torch.fx.Node, env: dict) -> list
     return [conv_args[0], folded_weight, shift.to(weight.dtype), *conv_args[3:]]
 
 
-def _lower(ep: torch.export.ExportedProgram, name: str, supported: set[str],
-           widen: torch.dtype | None = None) -> tuple[Plan, bytes]:
-    low = _Lowering(name, widen)
+def _state_updates(ep: torch.export.ExportedProgram) -> tuple[dict[str, str], dict[torch.fx.Node, str]]:
+    """The placeholders of the buffers the graph mutates (name -> buffer), and the nodes computing
+    each such buffer's new value (node -> buffer)."""
     sig = ep.graph_signature
-    params = {**sig.inputs_to_parameters, **sig.inputs_to_buffers}
+    kinds = torch.export.graph_signature.OutputKind
+    mutated = {spec.target for spec in sig.output_specs if spec.kind == kinds.BUFFER_MUTATION}
+    placeholders = {n: b for n, b in sig.inputs_to_buffers.items() if b in mutated}
+    output = next(n for n in ep.graph.nodes if n.op == "output")
+    results = output.args[0] if isinstance(output.args[0], (tuple, list)) else [output.args[0]]
+    new_values = {r: spec.target for spec, r in zip(sig.output_specs, results)
+                  if spec.kind == kinds.BUFFER_MUTATION and isinstance(r, torch.fx.Node)}
+    return placeholders, new_values
+
+
+def _lower(ep: torch.export.ExportedProgram, name: str, supported: set[str], widen: torch.dtype | None = None,
+           shared: _Shared | None = None) -> tuple[Plan, _Shared]:
+    """Method `name` of `ep`, its constants and state added to `shared` (a new one when None)."""
+    shared = shared if shared is not None else _Shared()
+    low = _Lowering(name, widen, shared)
+    sig = ep.graph_signature
+    states, new_values = _state_updates(ep)
+    params = {k: v for k, v in {**sig.inputs_to_parameters, **sig.inputs_to_buffers}.items() if k not in states}
     lifted = sig.inputs_to_lifted_tensor_constants
     user_inputs = list(sig.user_inputs)
     env: dict[torch.fx.Node, Any] = {}
@@ -371,7 +451,11 @@ def _lower(ep: torch.export.ExportedProgram, name: str, supported: set[str],
     for node in ep.graph.nodes:
         where = f"node {node.name}"
         if node.op == "placeholder":
-            if node.name in params:
+            if node.name in states:  # program state: kept between calls, shared by the methods
+                target = states[node.name]
+                env[node] = low.state_tensor(target, ep.state_dict[target] if target in ep.state_dict
+                                             else ep.constants[target])
+            elif node.name in params:
                 # Non-persistent buffers (position ids, rotary frequencies) are constants, not state.
                 target = params[node.name]
                 env[node] = _Const(ep.state_dict[target] if target in ep.state_dict else ep.constants[target])
@@ -440,7 +524,13 @@ def _lower(ep: torch.export.ExportedProgram, name: str, supported: set[str],
             metas = [meta] if isinstance(meta, torch.Tensor) else meta
             if not (isinstance(metas, (tuple, list)) and all(isinstance(m, torch.Tensor) for m in metas)):
                 raise ExportError(f"{where} ({full}): outputs of type {type(meta).__name__} are not supported")
-            finals = [low.planned_tensor(m, step, f"{where} ({full})") for m in metas]
+            # A buffer's new value computed from the buffer alone, which nothing else reads: in place.
+            source, buffer = node.args[0] if node.args else None, new_values.get(node)
+            in_place = (buffer is not None and node.target in _STATE_UPDATES and widen is None
+                        and isinstance(source, torch.fx.Node) and states.get(source.name) == buffer
+                        and len(source.users) == 1)
+            finals = ([low.state_values[buffer]] if in_place else
+                      [low.planned_tensor(m, step, f"{where} ({full})") for m in metas])
             outs = [low.planned_tensor(m.to(torch.float32), step, f"{where} ({full})") if widen and m.dtype == widen
                     else f for m, f in zip(metas, finals)]
             env[node] = finals[0] if isinstance(meta, torch.Tensor) else finals
@@ -452,7 +542,15 @@ def _lower(ep: torch.export.ExportedProgram, name: str, supported: set[str],
             results = node.args[0]
             for r in results if isinstance(results, (tuple, list)) else [results]:
                 ref = env.get(r) if isinstance(r, torch.fx.Node) else None
-                if isinstance(ref, int):
+                if r in new_values:  # a buffer's new value: into its state, unless computed there
+                    state = low.state_values[new_values[r]]
+                    if isinstance(ref, _Const):
+                        ref = low.constant_tensor(ref.tensor)
+                    if isinstance(ref, int) and ref != state:
+                        low.copy_into(ref, state)
+                    elif ref is not _MISSING and ref != state:
+                        raise ExportError(f"buffer {new_values[r]}: its new value is not a tensor the program computes")
+                elif isinstance(ref, int):
                     low.plan.outputs.append(ref)
                 elif isinstance(ref, _Const) or isinstance(r, torch.Tensor):
                     low.plan.outputs.append(low.constant_tensor(ref.tensor if ref else r))
@@ -475,7 +573,7 @@ def _lower(ep: torch.export.ExportedProgram, name: str, supported: set[str],
     for index, allocation in low.allocations.items():
         low.plan.tensor(index).mem_offset = allocation.offset
     low.plan.buffer_sizes = [size]
-    return low.plan, b"".join(low.constants)
+    return low.plan, shared
 
 
 def _check_all_delegated(p: Plan, dtype: torch.dtype, refused: dict[str, str]) -> None:
@@ -520,6 +618,19 @@ def export(
     activations are quantized per row when the program runs (executorch::int8_linear, on the CPU
     and on CudaBackend, where the layer's input features are a multiple of 4).
     """
+    _check_options(backend, cuda_archs, dtype, quantize, tf32_convolutions)
+    module, example_inputs = _converted(module, example_inputs, dtype, quantize)
+    with torch.no_grad():
+        try:
+            ep = torch.export.export(module, tuple(example_inputs))
+        except Exception as e:  # torch's own message says what could not be traced
+            raise ExportError(f"torch.export could not capture the module: {e}") from e
+    return _program({method_name: _decomposed(ep, backend)}, backend=backend, cuda_archs=cuda_archs, dtype=dtype,
+                    tf32_convolutions=tf32_convolutions, metadata=metadata)
+
+
+def _check_options(backend: str | None, cuda_archs: Sequence[str] | None, dtype: torch.dtype | None,
+                   quantize: str | None, tf32_convolutions: bool) -> None:
     if backend not in (None, "cpu", "cuda"):
         raise ExportError(f"unknown backend {backend!r}: use None (CPU) or 'cuda'")
     if cuda_archs is not None:
@@ -528,40 +639,61 @@ def export(
             raise ExportError(f"cuda_archs needs backend='cuda' and names like 'sm_90' or 'compute_90', got {list(cuda_archs)}")
     if tf32_convolutions and (backend != "cuda" or dtype not in (None, torch.float32)):
         raise ExportError(f"tf32_convolutions needs backend='cuda' and float32, got backend={backend!r}, dtype={dtype}")
-    if dtype is not None:
-        if dtype not in (torch.float32, torch.float16, torch.bfloat16):
-            raise ExportError(f"dtype must be torch.float32, torch.float16 or torch.bfloat16, got {dtype}")
-        module = copy.deepcopy(module).to(dtype)
-        example_inputs = [x.to(dtype) if isinstance(x, torch.Tensor) and x.is_floating_point() else x
-                          for x in example_inputs]
+    if dtype is not None and dtype not in (torch.float32, torch.float16, torch.bfloat16):
+        raise ExportError(f"dtype must be torch.float32, torch.float16 or torch.bfloat16, got {dtype}")
     if quantize is not None:
         if quantize != "int8":
             raise ExportError(f"unknown quantize {quantize!r}: use 'int8'")
         if dtype not in (None, torch.float32):
             raise ExportError(f"quantize='int8' takes float32 activations; it does not combine with dtype={dtype}")
+
+
+def _converted(module: torch.nn.Module, example_inputs: Sequence[Any], dtype: torch.dtype | None,
+               quantize: str | None) -> tuple[torch.nn.Module, list[Any]]:
+    """A copy of `module` in `dtype` with its example inputs, or quantized; in eval mode."""
+    inputs = list(example_inputs)
+    if dtype is not None:
+        module = copy.deepcopy(module).to(dtype)
+        inputs = [x.to(dtype) if isinstance(x, torch.Tensor) and x.is_floating_point() else x for x in inputs]
+    if quantize is not None:
         module, count = quantize_linear_int8(module)
         if count == 0:
             raise ExportError("quantize='int8': the module has no nn.Linear layer")
-    module = module.eval()
+    return module.eval(), inputs
+
+
+def _decomposed(ep: torch.export.ExportedProgram, backend: str | None) -> torch.export.ExportedProgram:
+    """`ep` in the operators the kernels implement, rewritten for the CPU or the device."""
     with torch.no_grad():
-        try:
-            ep = torch.export.export(module, tuple(example_inputs))
-        except Exception as e:  # torch's own message says what could not be traced
-            raise ExportError(f"torch.export could not capture the module: {e}") from e
         ep = ep.run_decompositions(_decompositions())
         simplify(ep, for_device=backend == "cuda")
+    return ep
+
+
+def _program(methods: dict[str, torch.export.ExportedProgram], *, backend: str | None = None,
+             cuda_archs: Sequence[str] | None = None, dtype: torch.dtype | None = None,
+             tf32_convolutions: bool = False, metadata: dict[str, str] | None = None) -> bytes:
+    """The .pte bytes of a program with one method per entry of `methods` (decomposed graphs of one
+    module), sharing its constants and its mutable buffers."""
     widen = dtype if dtype in (torch.float16, torch.bfloat16) and backend != "cuda" else None
-    plan_, constants = _lower(ep, method_name, set(supported_operators()), widen)
-    segments = [constants]
+    shared = _Shared()
+    plans = [_lower(ep, name, set(supported_operators()), widen, shared)[0] for name, ep in methods.items()]
+    segments = [shared.data()]
     meta = {"producer": "executorch.export", "torch_version": torch.__version__, **(metadata or {})}
     if backend == "cuda":
         from executorch.export._partition import delegate_to_cuda
 
+        if shared.mutable:
+            raise ExportError(f"backend='cuda' does not yet run programs whose methods update buffers "
+                              f"({', '.join(b.name for b in shared.mutable[:4])}); export them for the CPU")
         specs = {"cuda_archs": ",".join(cuda_archs).encode()} if cuda_archs else {}
         if tf32_convolutions:
             specs["tf32_convolutions"] = b"1"
-        calls, refused = delegate_to_cuda(plan_, constants, segments, specs)
-        meta["cuda_delegate_calls"] = str(calls)
-        if dtype in (torch.float16, torch.bfloat16):
-            _check_all_delegated(plan_, dtype, refused)
-    return serialize(ProgramSpec(plans=[plan_], segments=segments, metadata=meta))
+        total = 0
+        for p in plans:
+            calls, refused = delegate_to_cuda(p, segments[0], segments, specs)
+            total += calls
+            if dtype in (torch.float16, torch.bfloat16):
+                _check_all_delegated(p, dtype, refused)
+        meta["cuda_delegate_calls"] = str(total)
+    return serialize(ProgramSpec(plans=plans, segments=segments, metadata=meta, mutable_buffers=shared.mutable))

@@ -142,6 +142,26 @@ class Method:
     __call__ = execute
 
 
+class State:
+    """A program's mutable buffers (a language model's key/value cache): the methods loaded with it
+    update them in place and see each other's updates; they are kept between calls."""
+
+    def __init__(self, state: Any) -> None:
+        self._state = state
+
+    @property
+    def buffer_names(self) -> list[str]:
+        return list(self._state.buffer_names)
+
+    def read(self, name: str) -> bytes:
+        """The current bytes of mutable buffer `name` (KeyError if the program has none such)."""
+        return bytes(self._state.read(name))
+
+    def reset(self) -> None:
+        """Every buffer back to its initial contents."""
+        self._state.reset()
+
+
 class Program:
     """A loaded program; its methods share its constants."""
 
@@ -152,8 +172,14 @@ class Program:
     def method_names(self) -> list[str]:
         return list(self._program.method_names)
 
-    def load_method(self, name: str = "forward") -> Method:
-        return Method(self._program.load_method(name))
+    def new_state(self) -> State:
+        """A fresh copy of the program's mutable buffers, for load_method(..., state=)."""
+        return State(self._program.new_state())
+
+    def load_method(self, name: str = "forward", state: State | None = None) -> Method:
+        """Method `name`. It updates `state` (from new_state(), shared with the other methods
+        loaded with it), or a state of its own when None."""
+        return Method(self._program.load_method(name, state._state if state is not None else None))
 
     def metadata(self, key: str) -> str | None:
         return self._program.metadata(key)

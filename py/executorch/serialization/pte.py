@@ -33,6 +33,7 @@ class TensorSpec:
     mem_offset: int = 0
     device: int = 0  # 0 CPU, 1 CUDA
     device_index: int = 0
+    mutable_buffer: int = -1  # the whole of ProgramSpec.mutable_buffers[mutable_buffer]
 
 
 # Values, one class per kind: `kind` names it (as the runtime's EValue tags do), `payload` holds it.
@@ -145,10 +146,22 @@ class Plan:
 
 
 @dataclass
+class MutableBuffer:
+    """Program state the methods update in place: `size` bytes, starting as `size` bytes at
+    data_offset in segment data_segment, or zeros when data_segment is -1."""
+
+    name: str
+    size: int
+    data_segment: int = -1
+    data_offset: int = 0
+
+
+@dataclass
 class ProgramSpec:
     plans: list[Plan]
     segments: list[bytes] = field(default_factory=list)
     metadata: dict[str, str] = field(default_factory=dict)
+    mutable_buffers: list[MutableBuffer] = field(default_factory=list)
 
 
 def _offsets_vector(b: flatbuffers.Builder, offsets: list[int]) -> int:
@@ -173,6 +186,7 @@ def _tensor(b: flatbuffers.Builder, t: TensorSpec) -> int:
     fb.TensorAddMemOffset(b, t.mem_offset)
     fb.TensorAddDevice(b, t.device)
     fb.TensorAddDeviceIndex(b, t.device_index)
+    fb.TensorAddMutableBuffer(b, t.mutable_buffer)
     return fb.TensorEnd(b)
 
 
@@ -326,11 +340,23 @@ def serialize(program: ProgramSpec, segment_table: list[tuple[int, int]] | None 
         fb.ProgramMetadataAddValue(b, v)
         metadata.append(fb.ProgramMetadataEnd(b))
     meta = _offsets_vector(b, metadata)
+    buffers = []
+    for buf in program.mutable_buffers:
+        name = b.CreateString(buf.name)
+        fb.MutableBufferStart(b)
+        fb.MutableBufferAddName(b, name)
+        fb.MutableBufferAddSize(b, buf.size)
+        fb.MutableBufferAddDataSegment(b, buf.data_segment)
+        fb.MutableBufferAddDataOffset(b, buf.data_offset)
+        buffers.append(fb.MutableBufferEnd(b))
+    mutable = _offsets_vector(b, buffers) if buffers else None
     fb.ProgramStart(b)
     fb.ProgramAddVersion(b, PROGRAM_VERSION)
     fb.ProgramAddExecutionPlan(b, plans)
     fb.ProgramAddSegments(b, segments)
     fb.ProgramAddMetadata(b, meta)
+    if mutable is not None:
+        fb.ProgramAddMutableBuffers(b, mutable)
     b.Finish(fb.ProgramEnd(b), file_identifier=b"XTP1")
     flat = bytes(b.Output())
     segment_base = _align(HEADER_SIZE + len(flat))
@@ -379,7 +405,8 @@ def _read_value(ev: Any) -> Value:
     if kind == "tensor":
         return TensorValue(TensorSpec(dtype=obj.ScalarType(), sizes=[obj.Sizes(j) for j in range(obj.SizesLength())],
                                       data_segment=obj.DataSegment(), data_offset=obj.DataOffset(), mem_id=obj.MemId(),
-                                      mem_offset=obj.MemOffset(), device=obj.Device(), device_index=obj.DeviceIndex()))
+                                      mem_offset=obj.MemOffset(), device=obj.Device(), device_index=obj.DeviceIndex(),
+                                      mutable_buffer=obj.MutableBuffer()))
     items = [obj.Items(j) for j in range(obj.ItemsLength())]
     if kind == "bool_list":
         return BoolListValue([bool(i) for i in items])
@@ -443,4 +470,7 @@ def deserialize(data: bytes) -> ProgramSpec:
         m = root.Metadata(j)
         metadata[m.Key().decode()] = m.Value().decode()
     plans = [_read_plan(root.ExecutionPlan(j)) for j in range(root.ExecutionPlanLength())]
-    return ProgramSpec(plans=plans, segments=segments, metadata=metadata)
+    mutable = [MutableBuffer(name=m.Name().decode(), size=m.Size(), data_segment=m.DataSegment(),
+                             data_offset=m.DataOffset())
+               for m in (root.MutableBuffers(j) for j in range(root.MutableBuffersLength()))]
+    return ProgramSpec(plans=plans, segments=segments, metadata=metadata, mutable_buffers=mutable)

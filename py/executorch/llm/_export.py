@@ -1,0 +1,54 @@
+"""export_llm: a transformers causal LM as a program with prefill and decode methods."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from executorch.export._errors import ExportError
+from executorch.export._export import _check_options, _converted, _decomposed, _program
+
+
+def export_llm(model: torch.nn.Module, max_seq_len: int, *, prefill_chunk: int = 32, backend: str | None = None,
+               dtype: torch.dtype | None = None, quantize: str | None = None) -> bytes:
+    """The .pte bytes of `model` (a transformers causal LM: Llama, Qwen2, Gemma, Mistral, Phi, GPT-2)
+    with a static key/value cache of `max_seq_len` positions, batch 1.
+
+    Methods: `prefill(input_ids[1, prefill_chunk], cache_position[prefill_chunk])` and
+    `decode(input_ids[1, 1], cache_position[1])`, both returning logits [1, tokens, vocab] and
+    writing the tokens' keys and values into the cache, which the two share. dtype and quantize are
+    as for executorch.export.export; backend="cuda" does not yet take programs with a cache.
+    """
+    try:
+        from transformers.integrations.executorch import TorchExportableModuleForDecoderOnlyLM
+    except ImportError as e:
+        raise ExportError(f"export_llm needs transformers with its executorch integration: {e}") from e
+    if not 1 <= prefill_chunk <= max_seq_len:
+        raise ExportError(f"prefill_chunk must be between 1 and max_seq_len ({max_seq_len}), got {prefill_chunk}")
+    _check_options(backend, None, dtype, quantize, False)
+    if backend == "cuda":
+        raise ExportError("backend='cuda' does not yet run programs with a key/value cache; export for the CPU")
+    if not hasattr(model, "generation_config") or not hasattr(model, "config"):
+        raise ExportError(f"export_llm takes a transformers causal LM, got {type(model).__name__}")
+    model, _ = _converted(model, [], dtype, quantize)
+    model.requires_grad_(False)
+    model.generation_config.cache_implementation = "static"
+    model.generation_config.cache_config = {"batch_size": 1, "max_cache_len": max_seq_len}
+    try:
+        wrapper = TorchExportableModuleForDecoderOnlyLM(model)
+    except Exception as e:  # transformers' message names what its wrapper lacks
+        raise ExportError(f"transformers cannot wrap {type(model).__name__} with a static cache: {e}") from e
+    methods: dict[str, Any] = {}
+    with torch.no_grad():
+        for name, tokens in (("prefill", prefill_chunk), ("decode", 1)):
+            try:
+                ep = wrapper.export(input_ids=torch.zeros(1, tokens, dtype=torch.long),
+                                    cache_position=torch.arange(tokens))
+            except Exception as e:
+                raise ExportError(f"torch.export could not capture {type(model).__name__} ({name}): {e}") from e
+            methods[name] = _decomposed(ep, backend)
+    vocab = getattr(model.config, "vocab_size", None) or model.get_output_embeddings().out_features
+    metadata = {"llm_max_seq_len": str(max_seq_len), "llm_prefill_chunk": str(prefill_chunk),
+                "llm_vocab_size": str(vocab), "llm_model": type(model).__name__}
+    return _program(methods, backend=backend, dtype=dtype, metadata=metadata)

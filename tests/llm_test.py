@@ -1,0 +1,184 @@
+"""Generation with a key/value cache (executorch.llm) and the program state under it, on the CPU.
+
+Small random-weight configs of Llama, Qwen2, Gemma and GPT-2 (initializer_range 0.3, so greedy
+decoding does not settle on one repeated token): export_llm's program generates 32 tokens greedily,
+token for token what transformers' generate(do_sample=False) gives, from a prompt longer than the
+prefill chunk (two chunks, the second overlapping the first) and from one shorter (padded).
+"""
+
+from __future__ import annotations
+
+import struct
+
+import numpy as np
+import pytest
+
+from tests.flags import preload_cuda_runtime
+
+torch = pytest.importorskip("torch", reason="torch is not installed in the test interpreter")
+preload_cuda_runtime()
+
+from executorch.export import ExportError, export  # noqa: E402
+from executorch.llm import TextGenerator, export_llm  # noqa: E402
+from executorch.runtime import ExecutorchError, Runtime  # noqa: E402
+from executorch.serialization.pte import deserialize, serialize  # noqa: E402
+from tests.models.real import import_torchvision  # noqa: E402
+
+MAX_LEN, CHUNK, NEW = 64, 8, 32
+_SMALL = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4, vocab_size=512,
+              initializer_range=0.3)
+FAMILIES = {
+    "llama": ("LlamaConfig", "LlamaForCausalLM", dict(num_key_value_heads=2, **_SMALL)),
+    "qwen2": ("Qwen2Config", "Qwen2ForCausalLM", dict(num_key_value_heads=2, **_SMALL)),
+    "gemma": ("GemmaConfig", "GemmaForCausalLM", dict(num_key_value_heads=2, head_dim=16, **_SMALL)),
+    "gpt2": ("GPT2Config", "GPT2LMHeadModel", dict(n_embd=64, n_layer=2, n_head=4, n_positions=128, vocab_size=512,
+                                                   initializer_range=0.3)),
+}
+
+
+def _model(family: str) -> torch.nn.Module:
+    import_torchvision()  # transformers imports torchvision when it is installed
+    transformers = pytest.importorskip("transformers")
+    config, cls, kwargs = FAMILIES[family]
+    torch.manual_seed(0)
+    return getattr(transformers, cls)(getattr(transformers, config)(**kwargs)).eval()
+
+
+@pytest.fixture(scope="module", params=sorted(FAMILIES))
+def family(request: pytest.FixtureRequest) -> tuple[str, torch.nn.Module, bytes]:
+    model = _model(request.param)
+    return request.param, model, export_llm(model, max_seq_len=MAX_LEN, prefill_chunk=CHUNK)
+
+
+def _reference(model: torch.nn.Module, prompt: list[int]) -> list[int]:
+    model.generation_config.cache_implementation = None  # transformers' own dynamic cache
+    with torch.no_grad():
+        out = model.generate(torch.tensor([prompt]), max_new_tokens=NEW, min_new_tokens=NEW, do_sample=False)
+    return out[0, len(prompt):].tolist()
+
+
+@pytest.mark.parametrize("length", [11, 5])
+def test_greedy_matches_transformers(family: tuple[str, torch.nn.Module, bytes], length: int) -> None:
+    name, model, pte = family
+    prompt = torch.randint(0, 512, (length,), generator=torch.Generator().manual_seed(length)).tolist()
+    expected = _reference(model, prompt)
+    assert len(set(expected)) > 4, f"{name}: the reference repeats itself; the comparison would say little"
+    streamed: list[int] = []
+    result = TextGenerator(Runtime.get().load_program(pte)).generate(prompt, NEW, callback=streamed.append)
+    assert result.tokens == expected, name
+    assert streamed == expected and result.tokens_per_second > 0
+
+
+def test_generate_starts_afresh_and_samples_reproducibly(family: tuple[str, torch.nn.Module, bytes]) -> None:
+    _, _, pte = family
+    gen = TextGenerator(Runtime.get().load_program(pte))
+    prompt = [3, 1, 4, 1, 5, 9, 2, 6, 5]
+    first = gen.generate(prompt, 12).tokens
+    assert gen.generate(prompt, 12).tokens == first  # the cache is reset between conversations
+    a = gen.generate(prompt, 12, temperature=1.0, top_k=20, top_p=0.9, seed=7).tokens
+    assert gen.generate(prompt, 12, temperature=1.0, top_k=20, top_p=0.9, seed=7).tokens == a
+    assert gen.generate(prompt, 12, temperature=1.0, top_k=1).tokens == first  # top-1 sampling is greedy
+
+
+def test_generate_refuses_bad_prompts() -> None:
+    pte = export_llm(_model("llama"), max_seq_len=16, prefill_chunk=4)
+    gen = TextGenerator(Runtime.get().load_program(pte))
+    with pytest.raises(ValueError, match="empty"):
+        gen.generate([], 4)
+    with pytest.raises(ValueError, match="holds 16"):
+        gen.generate([1] * 17, 4)
+    with pytest.raises(ValueError, match=r"\[0, 512\)"):
+        gen.generate([512], 4)
+    assert len(gen.generate([1] * 14, 10).tokens) == 3  # stops where the cache is full (positions 14, 15 decoded)
+    with pytest.raises(ValueError, match="not a program of export_llm"):
+        TextGenerator(Runtime.get().load_program(export(torch.nn.Linear(2, 2), (torch.ones(1, 2),))))
+    with pytest.raises(ExportError, match="prefill_chunk"):
+        export_llm(_model("llama"), max_seq_len=16, prefill_chunk=32)
+    with pytest.raises(ExportError, match="backend='cuda'"):
+        export_llm(_model("llama"), max_seq_len=16, backend="cuda")
+
+
+class Counter(torch.nn.Module):
+    """State in its plainest form: a running sum (updated with copy_) and a ring of the last inputs
+    (updated with index_put at a position input), both buffers."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.register_buffer("total", torch.full((4,), 10.0))
+        self.register_buffer("ring", torch.zeros(3, 4))
+
+    def forward(self, x: torch.Tensor, at: torch.Tensor) -> torch.Tensor:
+        self.total.add_(x)
+        self.ring.index_put_((at,), x.unsqueeze(0))
+        return self.total * 1.0 + self.ring.sum(0)
+
+
+def test_state_persists_is_shared_and_resets() -> None:
+    pte = export(Counter(), (torch.ones(4), torch.tensor([0])))
+    spec = deserialize(pte)
+    assert [(b.name, b.size, b.data_segment >= 0) for b in spec.mutable_buffers] == [("total", 16, True),
+                                                                                   ("ring", 48, False)]
+    # index_put writes the ring in place; the sum (add) is copied into its state at the end.
+    plan = spec.plans[0]
+    writes = [(plan.operators[i.op_index][0], plan.tensor(i.args[-1]).mutable_buffer) for i in plan.instructions]
+    assert [w for w in writes if w[1] >= 0] == [("aten::index_put", 1), ("aten::_to_copy", 0)]
+    assert writes[-1] == ("aten::_to_copy", 0)
+    program = Runtime.get().load_program(pte)
+    state = program.new_state()
+    one, two = program.load_method("forward", state), program.load_method("forward", state)
+    model = Counter()
+    for step, method in enumerate([one, two, one, two, one]):
+        x, at = torch.arange(4.0) + step, torch.tensor([step % 3])
+        with torch.no_grad():
+            expected = model(x, at).numpy()
+        np.testing.assert_allclose(method.execute([x.numpy(), at.numpy()])[0], expected, rtol=1e-6)
+    assert np.frombuffer(state.read("total"), np.float32).tolist() == model.total.tolist()
+    assert np.frombuffer(state.read("ring"), np.float32).reshape(3, 4).tolist() == model.ring.tolist()
+    state.reset()
+    assert np.frombuffer(state.read("total"), np.float32).tolist() == [10.0] * 4
+    assert not any(state.read("ring"))
+    own = program.load_method("forward")  # a state of its own, untouched by the shared one
+    np.testing.assert_allclose(own.execute([np.ones(4, np.float32), np.array([0])])[0], [12.0] * 4)
+    with pytest.raises(KeyError):
+        state.read("missing")
+    with pytest.raises(ValueError, match="another program"):
+        Runtime.get().load_program(pte).load_method("forward", state)
+
+
+def _with(pte: bytes, edit) -> bytes:
+    spec = deserialize(pte)
+    edit(spec)
+    return serialize(spec)
+
+
+def test_hostile_state_is_refused() -> None:
+    pte = export(Counter(), (torch.ones(4), torch.tensor([0])))
+    state_value = next(i for i, v in enumerate(deserialize(pte).plans[0].values)
+                       if v.kind == "tensor" and v.payload.mutable_buffer == 0)
+
+    def shrink(spec):
+        spec.mutable_buffers[0].size = 12
+
+    def missing(spec):
+        spec.mutable_buffers.pop()
+
+    def outside(spec):
+        spec.mutable_buffers[0].data_offset = 1 << 40
+
+    def as_input(spec):
+        spec.plans[0].inputs.append(state_value)
+
+    def two_places(spec):
+        spec.plans[0].values[state_value].payload.mem_id = 0
+
+    for edit, message in ((shrink, "holds 12"), (missing, "does not exist"), (outside, "initial data"),
+                          (as_input, "program state; it cannot be an input"), (two_places, "more than one of")):
+        program = Runtime.get().load_program(_with(pte, edit))
+        with pytest.raises(ExecutorchError, match=message):
+            program.load_method("forward")
+    assert struct.unpack_from("<4s", pte)[0] == b"XTPF"
+
+
+def test_cuda_export_refuses_state() -> None:
+    with pytest.raises(ExportError, match="update buffers"):
+        export(Counter(), (torch.ones(4), torch.tensor([0])), backend="cuda")
