@@ -95,7 +95,7 @@ def test_generate_refuses_bad_prompts() -> None:
     with pytest.raises(ExportError, match="prefill_chunk"):
         export_llm(_model("llama"), max_seq_len=16, prefill_chunk=32)
     with pytest.raises(ExportError, match="backend='cuda'"):
-        export_llm(_model("llama"), max_seq_len=16, backend="cuda")
+        export_llm(_model("llama"), max_seq_len=16, prefill_chunk=4, backend="cuda")
 
 
 class Counter(torch.nn.Module):

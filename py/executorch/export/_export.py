@@ -529,7 +529,7 @@ def _lower(ep: torch.export.ExportedProgram, name: str, supported: set[str], wid
             in_place = (buffer is not None and node.target in _STATE_UPDATES and widen is None
                         and isinstance(source, torch.fx.Node) and states.get(source.name) == buffer
                         and len(source.users) == 1)
-            finals = ([low.state_values[buffer]] if in_place else
+            finals = ([low.state_values[buffer]] if in_place and buffer is not None else
                       [low.planned_tensor(m, step, f"{where} ({full})") for m in metas])
             outs = [low.planned_tensor(m.to(torch.float32), step, f"{where} ({full})") if widen and m.dtype == widen
                     else f for m, f in zip(metas, finals)]
