@@ -8,6 +8,7 @@ the output's scale; the kernels accumulate in a different order than PyTorch's.
 from __future__ import annotations
 
 import os
+import sys
 import subprocess
 from pathlib import Path
 
@@ -30,6 +31,15 @@ def assert_close(ours: np.ndarray, ref: np.ndarray) -> None:
     assert ours.shape == ref.shape and ours.dtype == ref.dtype
     scale = max(1.0, float(np.abs(ref).max()))
     np.testing.assert_allclose(ours, ref, rtol=0, atol=RTOL * scale)
+
+
+def child_env(**extra: str) -> dict[str, str]:
+    """The environment for a child Python that imports this package as the test does."""
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p), **extra)
+    if os.environ.get("EXECUTORCH_CUDART"):
+        # After what is preloaded already (the ASan runtime, in an ASan build).
+        env["LD_PRELOAD"] = " ".join(filter(None, [env.get("LD_PRELOAD"), os.path.abspath(os.environ["EXECUTORCH_CUDART"])]))
+    return env
 
 
 @pytest.fixture(scope="module", params=sorted(MODELS))
@@ -153,10 +163,7 @@ def test_export_command_line(tmp_path: Path) -> None:
         "    torch.manual_seed(0)\n"
         "    return torch.nn.Sequential(torch.nn.Linear(8, 4), torch.nn.Tanh()), (torch.randn(2, 8),)\n"
     )
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
-    if os.environ.get("EXECUTORCH_CUDART"):
-        # After what is preloaded already (the ASan runtime, in an ASan build).
-        env["LD_PRELOAD"] = " ".join(filter(None, [env.get("LD_PRELOAD"), os.path.abspath(os.environ["EXECUTORCH_CUDART"])]))
+    env = child_env()
     out_file = tmp_path / "model.pte"
     done = subprocess.run([sys.executable, "-m", "executorch.export", str(model_file), "-o", str(out_file)],
                           capture_output=True, text=True, env=env)
@@ -261,3 +268,41 @@ def test_operator_name_with_a_nul_byte_is_refused() -> None:
     spec.plans[0].operators[0] = (name + "\0x", overload)
     with pytest.raises(ExecutorchError, match="NUL byte"):
         Runtime.get().load_program(serialize(spec)).load_method()
+
+
+def test_planned_memory_over_the_limit_is_refused_at_load() -> None:
+    model, example = MODELS["mlp"]()
+    program = Runtime.get().load_program(export(model, example))
+    runtime = Runtime.get()
+    assert runtime.max_planned_bytes is None
+    runtime.max_planned_bytes = 64
+    try:
+        with pytest.raises(ExecutorchError, match=r"method 'forward': its planned memory plans \d+ bytes, "
+                                                  r"more than the limit of 64"):
+            program.load_method()
+    finally:
+        runtime.max_planned_bytes = None
+    assert program.load_method().execute([x.numpy() for x in example])[0].shape == (1, 10)
+    for bad in (0, -5, 1.5, True):
+        with pytest.raises(ValueError, match="max_planned_bytes must be a positive number of bytes"):
+            runtime.max_planned_bytes = bad  # type: ignore[assignment]
+
+
+def test_planned_memory_limit_from_the_environment(tmp_path: Path) -> None:
+    model, example = MODELS["mlp"]()
+    path = tmp_path / "mlp.pte"
+    path.write_bytes(export(model, example))
+    script = ("import sys\nfrom executorch.runtime import ExecutorchError, Runtime\n"
+              "print(Runtime.get().max_planned_bytes)\n"
+              "try:\n    Runtime.get().load_program(sys.argv[1]).load_method()\n"
+              "except ExecutorchError as e:\n    print(e)\n")
+    def run(limit: str) -> subprocess.CompletedProcess:
+        done = subprocess.run([sys.executable, "-c", script, str(path)], env=child_env(EXECUTORCH_MAX_PLANNED_BYTES=limit),
+                              capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr
+        return done
+
+    limit, message = run("100").stdout.splitlines()
+    assert limit == "100" and "more than the limit of 100 (EXECUTORCH_MAX_PLANNED_BYTES" in message
+    done = run("lots")
+    assert done.stdout.strip() == "None" and "EXECUTORCH_MAX_PLANNED_BYTES=lots is not a number of bytes" in done.stderr

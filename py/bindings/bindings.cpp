@@ -21,6 +21,7 @@
 #include <executorch/extension/threadpool/threadpool.h>
 #include <executorch/runtime/backend/interface.h>
 #include <executorch/runtime/core/log.h>
+#include <executorch/runtime/executor/memory_limit.h>
 #include <executorch/runtime/executor/method.h>
 #include <executorch/runtime/executor/program.h>
 #include <executorch/runtime/kernel/kernel_registry.h>
@@ -396,6 +397,8 @@ PYBIND11_MODULE(_C, m) {
         "Whether the registered backend `name` can run on this machine (KeyError if unknown).");
   m.def("num_threads", &executorch::extension::threadpool::get_num_threads);
   m.def("set_num_threads", &executorch::extension::threadpool::set_num_threads, py::arg("threads"));
+  m.def("max_planned_bytes", &rt::max_planned_bytes);
+  m.def("set_max_planned_bytes", &rt::set_max_planned_bytes, py::arg("bytes"));
   m.def("threadpool_identity",
         [] { return reinterpret_cast<uintptr_t>(executorch::extension::threadpool::pool_identity()); });
   m.def(

@@ -10,6 +10,7 @@
 #include <variant>
 
 #include <executorch/runtime/core/log.h>
+#include <executorch/runtime/executor/memory_limit.h>
 #include <executorch/runtime/executor/program.h>
 #include <executorch/schema/program_generated.h>
 
@@ -58,6 +59,14 @@ Result<std::unique_ptr<Method>> Method::load(const Program& program, const fb::E
       m->buffers_.push_back(provided[i]);
     }
   } else {
+    uint64_t total = 0;  // saturating: a hostile program may claim exabytes per buffer
+    for (size_t i = 0; i < size_of(sizes); ++i) {
+      const uint64_t bytes = sizes->Get(static_cast<flatbuffers::uoffset_t>(i));
+      total = bytes > UINT64_MAX - total ? UINT64_MAX : total + bytes;
+    }
+    if (const Error e = check_planned_bytes(total, "its planned memory"); e != Error::Ok) {
+      return ET_ERROR_CONTEXT(e, "method '%s'", m->name());
+    }
     for (size_t i = 0; i < size_of(sizes); ++i) {
       const uint64_t bytes = sizes->Get(static_cast<flatbuffers::uoffset_t>(i));
       ET_CHECK_OR_RETURN(bytes <= kMaxPlannedBufferBytes, Error::InvalidProgram,

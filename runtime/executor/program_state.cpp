@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include <executorch/runtime/core/log.h>
+#include <executorch/runtime/executor/memory_limit.h>
 #include <executorch/runtime/executor/program.h>
 #include <executorch/schema/program_generated.h>
 
@@ -21,6 +22,12 @@ Result<std::shared_ptr<ProgramState>> ProgramState::create(const Program& progra
   std::shared_ptr<ProgramState> state(new ProgramState(program));
   const auto* list = program.flatbuffer()->mutable_buffers();
   const size_t count = list ? list->size() : 0;
+  uint64_t total = 0;  // saturating, as planned memory
+  for (size_t i = 0; i < count; ++i) {
+    const uint64_t size = list->Get(static_cast<flatbuffers::uoffset_t>(i))->size();
+    total = size > UINT64_MAX - total ? UINT64_MAX : total + size;
+  }
+  ET_TRY(check_planned_bytes(total, "the program state (its mutable buffers)"));
   for (size_t i = 0; i < count; ++i) {
     const fb::MutableBuffer* b = list->Get(static_cast<flatbuffers::uoffset_t>(i));
     const uint64_t size = b->size();
@@ -34,8 +41,8 @@ Result<std::shared_ptr<ProgramState>> ProgramState::create(const Program& progra
     }
     const size_t rounded = static_cast<size_t>((size + 63) / 64 * 64);
     auto* data = static_cast<uint8_t*>(std::aligned_alloc(64, rounded == 0 ? 64 : rounded));
-    ET_CHECK_OR_RETURN(data != nullptr, Error::MemoryAllocationFailed, "cannot allocate mutable buffer %zu of %llu bytes",
-                       i, static_cast<unsigned long long>(size));
+    ET_CHECK_OR_RETURN(data != nullptr, Error::MemoryAllocationFailed,
+                       "cannot allocate mutable buffer %zu of %llu bytes", i, static_cast<unsigned long long>(size));
     state->buffers_.emplace_back(data, std::free);
     state->names_.emplace_back(b->name() ? b->name()->str() : "");
     state->sizes_.push_back(static_cast<size_t>(size));

@@ -12,6 +12,7 @@
 #include <executorch/extension/threadpool/threadpool.h>
 #include <executorch/runtime/backend/interface.h>
 #include <executorch/runtime/core/log.h>
+#include <executorch/runtime/executor/memory_limit.h>
 #include <executorch/runtime/executor/method.h>
 #include <executorch/runtime/executor/program.h>
 #include <executorch/runtime/kernel/kernel_registry.h>
@@ -158,6 +159,26 @@ void test_memory_manager_buffers() {
   CHECK(program.get()->load_method("forward", &too_small).error() == Error::InvalidArgument);
 }
 
+void test_planned_memory_limit() {
+  auto program = load(build_program({.buffer_size = 4096}));
+  rt::set_max_planned_bytes(4095);
+  auto refused = program.get()->load_method("forward");
+  CHECK(refused.error() == Error::MemoryAllocationFailed);
+  CHECK(std::strcmp(rt::last_error_message(),
+                    "method 'forward': its planned memory plans 4096 bytes, more than the limit of 4095 "
+                    "(EXECUTORCH_MAX_PLANNED_BYTES, Runtime.max_planned_bytes)") == 0);
+  // Memory the caller provides is the caller's choice.
+  alignas(64) static uint8_t arena[4096];
+  rt::Span<uint8_t> buffers[1] = {{arena, sizeof(arena)}};
+  rt::MemoryManager mm({buffers, 1});
+  CHECK(program.get()->load_method("forward", &mm).ok());
+  rt::set_max_planned_bytes(4096);
+  CHECK(program.get()->load_method("forward").ok());
+  rt::set_max_planned_bytes(0);
+  CHECK(rt::max_planned_bytes() == 0 &&
+        load(build_program({.buffer_size = 1 << 20})).get()->load_method("forward").ok());
+}
+
 void test_unplanned_input_must_be_set() {
   auto program = load(build_program({.planned_inputs = false}));
   auto method = program.get()->load_method("forward");
@@ -291,6 +312,7 @@ int main() {
   test_method_runs();
   test_output_buffers();
   test_memory_manager_buffers();
+  test_planned_memory_limit();
   test_unplanned_input_must_be_set();
   test_hostile_programs();
   test_delegate_lifecycle();

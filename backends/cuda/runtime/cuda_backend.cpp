@@ -25,6 +25,7 @@
 #include <executorch/extension/cuda/owned.h>
 #include <executorch/runtime/core/log.h>
 #include <executorch/runtime/executor/data_loader.h>
+#include <executorch/runtime/executor/memory_limit.h>
 #include <executorch/runtime/executor/method.h>
 #include <executorch/runtime/executor/program.h>
 
@@ -1664,6 +1665,10 @@ class CudaBackend final : public runtime::BackendInterface {
     d->program = std::move(program.get());
     const char* method_name = d->program->method_name(0);
     ET_TRY_ASSIGN(const auto sizes, d->program->planned_buffer_sizes(method_name));
+    ET_TRY_ASSIGN(const uint64_t device_bytes, d->program->planned_bytes(method_name));
+    if (const Error e = runtime::check_planned_bytes(device_bytes, "its device memory"); e != Error::Ok) {
+      return ET_ERROR_CONTEXT(e, "%s payload", kCudaBackendName);
+    }
     for (uint64_t bytes : sizes) {
       DeviceBuffer b;
       ET_TRY(ecuda::to_error(cudaMalloc(out(b), bytes ? bytes : 1), "CudaBackend: planned device memory"));

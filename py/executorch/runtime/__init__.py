@@ -213,6 +213,21 @@ class Runtime:
     def num_threads(self) -> int:
         return int(_C.num_threads())
 
+    @property
+    def max_planned_bytes(self) -> int | None:
+        """The most bytes a loaded method may allocate for its planned memory (and a program state,
+        or CudaBackend for its device memory); larger programs are refused at load with both sizes
+        named. None: no limit. Starts from EXECUTORCH_MAX_PLANNED_BYTES."""
+        return int(_C.max_planned_bytes()) or None
+
+    @max_planned_bytes.setter
+    def max_planned_bytes(self, limit: int | None) -> None:
+        if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit <= 0):
+            raise ValueError(f"max_planned_bytes must be a positive number of bytes or None, got {limit!r}")
+        if limit is not None and limit >= 1 << 64:
+            raise ValueError(f"max_planned_bytes={limit} does not fit in 64 bits")
+        _C.set_max_planned_bytes(limit or 0)
+
     # More threads than this is a mistake, not a configuration (the system refuses them anyway).
     MAX_THREADS = 1024
 
