@@ -8,7 +8,10 @@ prefill chunk (two chunks, the second overlapping the first) and from one shorte
 
 from __future__ import annotations
 
+import os
 import struct
+import subprocess
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -67,6 +70,49 @@ def test_greedy_matches_transformers(family: tuple[str, torch.nn.Module, bytes],
     result = TextGenerator(Runtime.get().load_program(pte)).generate(prompt, NEW, callback=streamed.append)
     assert result.tokens == expected, name
     assert streamed == expected and result.tokens_per_second > 0
+
+
+def _llm_runner(pte_path: Path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([os.environ["LLM_RUNNER"], "--model_path", str(pte_path), *args], capture_output=True,
+                          text=True, timeout=300)
+
+
+def test_llm_runner_matches_transformers(family: tuple[str, torch.nn.Module, bytes], tmp_path: Path) -> None:
+    """The C++ runner, from the .pte file and token ids: greedy tokens equal transformers'; sampling
+    with a seed repeats; top-1 sampling is greedy."""
+    name, model, pte = family
+    path = tmp_path / f"{name}.pte"
+    path.write_bytes(pte)
+    prompt = torch.randint(0, 512, (11,), generator=torch.Generator().manual_seed(11)).tolist()
+    done = _llm_runner(path, "--prompt", ",".join(map(str, prompt)), "--max_new_tokens", str(NEW))
+    assert done.returncode == 0, done.stderr
+    assert [int(t) for t in done.stdout.strip().split(",")] == _reference(model, prompt), name
+    assert f"prompt 11 tokens" in done.stderr and f"{NEW} tokens, decode" in done.stderr
+    sampled = [_llm_runner(path, "--prompt", "3,1,4", "--max_new_tokens", "12", "--temperature", "1.0",
+                           "--top_k", "20", "--top_p", "0.9", "--seed", "7").stdout for _ in range(2)]
+    assert sampled[0] == sampled[1] and len(sampled[0].split(",")) == 12
+    greedy = _llm_runner(path, "--prompt", "3,1,4", "--max_new_tokens", "12").stdout
+    assert _llm_runner(path, "--prompt", "3,1,4", "--max_new_tokens", "12", "--temperature", "1.5",
+                       "--top_k", "1").stdout == greedy
+
+
+def test_llm_runner_refuses_bad_input(tmp_path: Path) -> None:
+    path = tmp_path / "llama.pte"
+    path.write_bytes(export_llm(_model("llama"), max_seq_len=16, prefill_chunk=4))
+    bad = {("--prompt", "1,x"): (2, "--prompt 1,x: not a valid value"),
+           ("--prompt", "512"): (1, "prompt token 512 lies outside [0, 512)"),
+           ("--prompt", ",".join(["1"] * 17)): (1, "the prompt has 17 tokens; the program holds 16"),
+           ("--prompt", "1", "--top_p", "1.5"): (2, "--top_p 1.5: not a valid value")}
+    for args, (status, message) in bad.items():
+        done = _llm_runner(path, *args)
+        assert done.returncode == status and message in done.stderr, (args, done.stderr)
+    assert len(_llm_runner(path, "--prompt", ",".join(["1"] * 14), "--max_new_tokens", "10").stdout.split(",")) == 3
+    other = tmp_path / "linear.pte"
+    other.write_bytes(export(torch.nn.Linear(2, 2), (torch.ones(1, 2),)))
+    done = _llm_runner(other, "--prompt", "1")
+    assert done.returncode == 1 and "not a program of executorch.llm.export_llm" in done.stderr
+    done = _llm_runner(tmp_path / "missing.pte", "--prompt", "1")
+    assert done.returncode == 1 and "cannot load the program" in done.stderr
 
 
 def test_generate_starts_afresh_and_samples_reproducibly(family: tuple[str, torch.nn.Module, bytes]) -> None:

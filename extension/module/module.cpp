@@ -13,7 +13,15 @@ Module::~Module() = default;
 Error Module::load() {
   if (program_) return Error::Ok;
   ET_TRY_ASSIGN(auto loader, runtime::FileDataLoader::from(file_path_.c_str()));
-  ET_TRY_ASSIGN(program_, runtime::Program::load(std::move(loader)));
+  ET_TRY_ASSIGN(auto program, runtime::Program::load(std::move(loader)));
+  ET_TRY_ASSIGN(state_, runtime::ProgramState::create(*program));
+  program_ = std::move(program);
+  return Error::Ok;
+}
+
+Error Module::reset_state() {
+  ET_TRY(load());
+  state_->reset();
   return Error::Ok;
 }
 
@@ -34,7 +42,7 @@ runtime::Result<runtime::Method*> Module::method(const std::string& name) {
   ET_TRY(load());
   auto it = methods_.find(name);
   if (it == methods_.end()) {
-    ET_TRY_ASSIGN(auto m, program_->load_method(name.c_str()));
+    ET_TRY_ASSIGN(auto m, program_->load_method(name.c_str(), nullptr, state_));
     it = methods_.emplace(name, std::move(m)).first;
   }
   return it->second.get();

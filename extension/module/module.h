@@ -10,6 +10,7 @@
 #include <executorch/runtime/core/result.h>
 #include <executorch/runtime/executor/method.h>
 #include <executorch/runtime/executor/program.h>
+#include <executorch/runtime/executor/program_state.h>
 #include <executorch/runtime/platform/export.h>
 
 namespace executorch {
@@ -18,7 +19,9 @@ namespace extension {
 // A program file and its methods, loaded on first use:
 //   Module module("model.pte");
 //   auto outputs = module.forward(make_tensor_ptr({1, 3, 224, 224}, data));
-// Output tensors point into the method's planned memory and stay valid until its next run.
+// Output tensors point into the method's planned memory and stay valid until its next run. The
+// methods share the program's state (its mutable buffers, such as a key/value cache), which
+// persists between runs until reset_state().
 class EXECUTORCH_API Module {
  public:
   explicit Module(std::string file_path);
@@ -30,6 +33,8 @@ class EXECUTORCH_API Module {
   bool is_loaded() const { return program_ != nullptr; }
   runtime::Result<std::vector<std::string>> method_names();
   runtime::Error load_method(const std::string& name);
+  // Every mutable buffer of the program back to its initial contents.
+  runtime::Error reset_state();
   // program metadata["key"], or empty.
   std::string metadata(const std::string& key);
 
@@ -49,6 +54,7 @@ class EXECUTORCH_API Module {
  private:
   std::string file_path_;
   std::unique_ptr<runtime::Program> program_;
+  std::shared_ptr<runtime::ProgramState> state_;  // made with program_, before any method
   std::unordered_map<std::string, std::unique_ptr<runtime::Method>> methods_;
 };
 

@@ -338,8 +338,10 @@ Error Method::parse_instructions(const Program& program, const fb::ExecutionPlan
         // A NUL inside the name would make it look up as the name before it.
         ET_CHECK_OR_RETURN(op_name.find('\0') == std::string::npos, Error::InvalidProgram,
                            "instruction %zu: operator name '%s' has a NUL byte inside", k, op_name.c_str());
+        ET_CHECK_OR_RETURN(!op_name.empty(), Error::InvalidProgram, "instruction %zu: operator %d has no name", k,
+                           call->op_index());
         auto fn = get_op_function(op_name.c_str());
-        if (!fn.ok()) return ET_ERROR(fn.error(), "instruction %zu: operator %s has no kernel", k, op_name.c_str());
+        if (!fn.ok()) return ET_ERROR(fn.error(), "instruction %zu: operator '%s' has no kernel", k, op_name.c_str());
         KernelStep step{*fn, {}, std::move(op_name)};
         ET_TRY(collect_args(call->args(), step.args, k));
         steps_.emplace_back(std::move(step));

@@ -227,6 +227,7 @@ void test_hostile_programs() {
   CHECK(method_error({.bad_arg = 99}) == Error::InvalidProgram && message_contains("out of range"));
   CHECK(method_error({.buffer_size = 100}) == Error::InvalidProgram && message_contains("outside planned buffer"));
   CHECK(method_error({.op = "aten::nonexistent"}) == Error::NotFound && message_contains("aten::nonexistent.Tensor"));
+  CHECK(method_error({.op = ""}) == Error::NotFound && message_contains("operator '.Tensor' has no kernel"));
   CHECK(method_error({.delegate = "NotRegistered"}) == Error::NotFound && message_contains("NotRegistered"));
   CHECK(method_error({.delegate = "Unavailable"}) == Error::NotSupported && message_contains("not available"));
 }
