@@ -73,10 +73,10 @@ def executorch_binary(name, srcs, deps = [], **kwargs):
         ],
         deps = deps + [
             "//extension/threadpool:threadpool_lib",
-            "//runtime",
+            "//runtime:executorch_lib",
         ] + select({
             "//:static_and_cuda": [
-                "//backends/cuda:cuda_backend_static",
+                "//backends/cuda:cuda_backend_lib",
                 "//kernels:kernels_lib",
             ],
             "//:shared_enabled": [],
