@@ -3,7 +3,7 @@
 #include <cmath>
 #include <limits>
 
-#include "kernels/kernel_util.h"
+#include <executorch/kernels/kernel_util.h>
 
 namespace executorch {
 namespace kernels {

@@ -6,8 +6,8 @@
 #include <cfloat>
 #include <vector>
 
-#include "kernels/gemm.h"
-#include "kernels/kernel_util.h"
+#include <executorch/kernels/gemm.h>
+#include <executorch/kernels/kernel_util.h>
 
 namespace executorch {
 namespace kernels {

@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "kernels/kernel_util.h"
+#include <executorch/kernels/kernel_util.h>
 
 namespace executorch {
 namespace kernels {

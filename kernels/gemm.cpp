@@ -1,4 +1,4 @@
-#include "kernels/gemm.h"
+#include <executorch/kernels/gemm.h>
 
 #include <algorithm>
 #include <cstring>

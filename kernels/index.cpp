@@ -4,7 +4,7 @@
 #include <cstring>
 #include <vector>
 
-#include "kernels/kernel_util.h"
+#include <executorch/kernels/kernel_util.h>
 
 namespace executorch {
 namespace kernels {

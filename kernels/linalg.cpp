@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <vector>
 
-#include "kernels/gemm.h"
-#include "kernels/kernel_util.h"
+#include <executorch/kernels/gemm.h>
+#include <executorch/kernels/kernel_util.h>
 
 namespace executorch {
 namespace kernels {

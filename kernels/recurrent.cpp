@@ -4,7 +4,7 @@
 // arithmetic, which CudaBackend's kernels share.
 #include <cmath>
 
-#include "kernels/kernel_util.h"
+#include <executorch/kernels/kernel_util.h>
 
 namespace executorch {
 namespace kernels {

@@ -6,7 +6,7 @@
 #include <utility>
 #include <vector>
 
-#include "kernels/kernel_util.h"
+#include <executorch/kernels/kernel_util.h>
 
 namespace executorch {
 namespace kernels {

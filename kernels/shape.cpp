@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
-#include "kernels/kernel_util.h"
+#include <executorch/kernels/kernel_util.h>
 
 namespace executorch {
 namespace kernels {

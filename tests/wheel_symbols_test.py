@@ -21,7 +21,7 @@ from tests.flags import env_flag
 
 RUNTIME = "executorch/lib/libexecutorch.so.1"
 DELEGATE = "executorch/lib/libexecutorch_cuda_backend.so.1"
-RUNNER = "executorch/bin/executor_runner"
+RUNNERS = ["executorch/bin/executor_runner", "executorch/bin/llm_runner"]
 SHIMS = "executorch/backends/cuda/libaoti_cuda_shims.so"
 
 # The backend registry: its public functions, and the hidden object that holds the entries.
@@ -224,9 +224,9 @@ def test_symcheck_fails_where_the_runtime_is_linked_into_another_object(static_w
     # that is exactly the defect the checker exists for, so it must fail and name the definer.
     from executorch.tools import symcheck
 
-    # (the static executor_runner holds a copy as well: each static binary is self-contained)
+    # (the static runners hold a copy as well: each static binary is self-contained)
     ext = extension(static_wheel)
-    definers = sorted([ext, RUNNER])
+    definers = sorted([ext, *RUNNERS])
     registry = next(f for f in check(static_wheel, EXECUTORCH_COMPONENTS) if f.component.name == "backend registry")
     assert registry.status == "FAIL" and registry.definers == definers
     assert symcheck.main([str(static_wheel.path)]) == 1

@@ -1,5 +1,5 @@
 #include <executorch/runtime/backend/interface.h>
-#include "runtime/core/named_registry.h"
+#include <executorch/runtime/core/named_registry.h>
 
 namespace executorch {
 namespace runtime {

@@ -1,7 +1,7 @@
 #include <executorch/runtime/kernel/kernel_registry.h>
 
 #include <executorch/runtime/core/log.h>
-#include "runtime/core/named_registry.h"
+#include <executorch/runtime/core/named_registry.h>
 
 namespace executorch {
 namespace runtime {
