@@ -1,0 +1,111 @@
+"""Generation speed of executorch.llm against transformers' generate, on the CPU, same process.
+
+    python bench/llm.py [--hidden 512] [--layers 8] [--heads 8] [--kv-heads 4] [--vocab 32000]
+                        [--context 512] [--prompt 128] [--new 64] [--chunk 32] [--dtypes float32,bfloat16]
+                        [--threads N] [--repeat 3]
+
+A random-weight Llama of that shape (LlamaForCausalLM; --hidden 2048 --layers 16 --heads 32 --kv-heads 8
+--context 2048 is the 1B-class one). For each dtype: the program from export_llm (max_seq_len =
+--context, prefill in chunks of --chunk) run by TextGenerator, and transformers' generate with its
+dynamic cache and with its static cache, eager, all greedy from the same prompt of --prompt tokens
+for --new tokens. Prints prefill milliseconds (the prompt up to the first token) and decode tokens/s
+(after the first token), the median of --repeat runs, and whether the tokens agree with transformers'
+dynamic-cache run. Ratios are ours / theirs (for decode, theirs / ours: below 1 means we are faster).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # tests.models
+from executorch.llm import TextGenerator, export_llm  # noqa: E402
+from executorch.runtime import Runtime  # noqa: E402
+from tests.models.real import import_torchvision  # noqa: E402
+
+
+def llama(args: argparse.Namespace, dtype: torch.dtype) -> torch.nn.Module:
+    import_torchvision()  # transformers imports torchvision when it is installed
+    import transformers
+
+    config = transformers.LlamaConfig(hidden_size=args.hidden, intermediate_size=args.hidden * 8 // 3,
+                                      num_hidden_layers=args.layers, num_attention_heads=args.heads,
+                                      num_key_value_heads=args.kv_heads, vocab_size=args.vocab,
+                                      max_position_embeddings=args.context, initializer_range=0.2)
+    torch.manual_seed(0)
+    return transformers.LlamaForCausalLM(config).eval().to(dtype)
+
+
+def theirs(model: torch.nn.Module, prompt: list[int], new: int, cache: str | None) -> tuple[list[int], float, float]:
+    """transformers' generate: (tokens, prefill ms, decode tokens/s), timed through a streamer-like
+    logits processor that notes when each token is chosen."""
+    marks: list[float] = []
+
+    def note(_ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
+        marks.append(time.perf_counter())
+        return scores
+
+    model.generation_config.cache_implementation = cache
+    start = time.perf_counter()
+    with torch.no_grad():
+        out = model.generate(torch.tensor([prompt]), max_new_tokens=new, min_new_tokens=new, do_sample=False,
+                             logits_processor=[note])
+    end = time.perf_counter()
+    prefill_ms = (marks[0] - start) * 1e3
+    return out[0, len(prompt):].tolist(), prefill_ms, (new - 1) / (end - marks[0])
+
+
+def median_of(repeat: int, fn: Callable[[], tuple[list[int], float, float]]) -> tuple[list[int], float, float]:
+    runs = [fn() for _ in range(repeat)]
+    return runs[0][0], statistics.median(r[1] for r in runs), statistics.median(r[2] for r in runs)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    for flag, default in (("--hidden", 512), ("--layers", 8), ("--heads", 8), ("--kv-heads", 4), ("--vocab", 32000),
+                          ("--context", 512), ("--prompt", 128), ("--new", 64), ("--chunk", 32), ("--repeat", 3),
+                          ("--threads", os.cpu_count() or 1)):
+        parser.add_argument(flag, type=int, default=default)
+    parser.add_argument("--dtypes", default="float32,bfloat16")
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+    Runtime.get().set_num_threads(args.threads)
+    prompt = torch.randint(0, args.vocab, (args.prompt,), generator=torch.Generator().manual_seed(1)).tolist()
+    print(f"Llama hidden {args.hidden}, {args.layers} layers, {args.heads} heads ({args.kv_heads} kv), vocab "
+          f"{args.vocab}, context {args.context}; prompt {args.prompt}, {args.new} new tokens, {args.threads} threads")
+    print(f"{'dtype':9} {'runner':26} {'prefill ms':>11} {'decode tok/s':>13} {'tokens agree':>13}")
+    for name in args.dtypes.split(","):
+        dtype = getattr(torch, name)
+        model = llama(args, dtype)
+        gen = TextGenerator(Runtime.get().load_program(
+            export_llm(model, max_seq_len=args.context, prefill_chunk=args.chunk,
+                       dtype=None if dtype == torch.float32 else dtype)))
+
+        def ours() -> tuple[list[int], float, float]:
+            r = gen.generate(prompt, args.new)
+            return r.tokens, r.prefill_seconds * 1e3, r.tokens_per_second
+
+        results: dict[str, Any] = {
+            "transformers (dynamic)": median_of(args.repeat, lambda: theirs(model, prompt, args.new, None)),
+            "transformers (static)": median_of(args.repeat, lambda: theirs(model, prompt, args.new, "static")),
+            "executorch.llm": median_of(args.repeat, ours),
+        }
+        reference = results["transformers (dynamic)"][0]
+        for runner, (tokens, prefill, decode) in results.items():
+            print(f"{name:9} {runner:26} {prefill:11.1f} {decode:13.1f} {str(tokens == reference):>13}", flush=True)
+        ours_row = results["executorch.llm"]
+        for peer in ("transformers (dynamic)", "transformers (static)"):
+            print(f"{name:9} ratio vs {peer:17} {ours_row[1] / results[peer][1]:11.2f} "
+                  f"{results[peer][2] / ours_row[2]:13.2f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
