@@ -87,8 +87,12 @@ Result<std::unique_ptr<Program>> Program::load(std::unique_ptr<DataLoader> loade
   flatbuffers::Verifier verifier(fb_data, static_cast<size_t>(program_size), options);
   ET_CHECK_OR_RETURN(fb::ProgramBufferHasIdentifier(fb_data), Error::InvalidProgram, "FlatBuffer identifier is not %s",
                      fb::ProgramIdentifier());
+  // The verifier says only pass or fail; name what it checks so the reader knows what broke.
   ET_CHECK_OR_RETURN(fb::VerifyProgramBuffer(verifier), Error::InvalidProgram,
-                     "the FlatBuffer failed verification (truncated or corrupt)");
+                     "the FlatBuffer (%llu bytes at file offset %zu) failed verification: an offset, vector "
+                     "length or string points outside it, a table is misaligned, or tables nest deeper than %d "
+                     "(truncated or corrupt)",
+                     static_cast<unsigned long long>(program_size), kProgramHeaderSize, 64);
   const fb::Program* program = fb::GetProgram(fb_data);
   ET_CHECK_OR_RETURN(program->version() == kProgramVersion, Error::InvalidProgram,
                      "program version %u is not supported (expected %u)", program->version(), kProgramVersion);

@@ -211,6 +211,10 @@ void test_hostile_programs() {
   std::memcpy(seg.data() + 24, &huge, 8);
   expect_invalid(seg, "segment area");
   expect_invalid(build_program({.version = 99}), "version 99");
+  std::vector<uint8_t> root = good;  // the root table's offset points past the FlatBuffer
+  const uint32_t far = 0x7ffffff0;
+  std::memcpy(root.data() + rt::kProgramHeaderSize, &far, 4);
+  expect_invalid(root, "failed verification: an offset, vector length or string points outside it");
   // Flip every byte of the FlatBuffer in turn: loading and method loading must fail cleanly or
   // succeed; nothing may crash.
   for (size_t i = rt::kProgramHeaderSize; i < good.size(); ++i) {
