@@ -1,7 +1,7 @@
 """Generation speed of executorch.llm against transformers' generate, on the CPU, same process.
 
     python bench/llm.py [--hidden 512] [--layers 8] [--heads 8] [--kv-heads 4] [--vocab 32000]
-                        [--context 512] [--prompt 128] [--new 64] [--chunk 32] [--dtypes float32,bfloat16]
+                        [--context 512] [--prompt 128] [--new 64] [--chunk 32] [--dtypes float32,bfloat16,int4]
                         [--threads N] [--repeat 3]
 
 A random-weight Llama of that shape (LlamaForCausalLM; --hidden 2048 --layers 16 --heads 32 --kv-heads 8
@@ -11,6 +11,9 @@ dynamic cache and with its static cache, eager, all greedy from the same prompt 
 for --new tokens. Prints prefill milliseconds (the prompt up to the first token) and decode tokens/s
 (after the first token), the median of --repeat runs, and whether the tokens agree with transformers'
 dynamic-cache run. Ratios are ours / theirs (for decode, theirs / ours: below 1 means we are faster).
+"int4" is float32 activations with weight-only int4 linear layers (group 32): ours from
+export_llm(quantize="int4"), transformers' on the model with the same int4 layers (their torch
+reference, which expands the weights at every call).
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from typing import Any, Callable
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # tests.models
+from executorch.export._quantize import quantize_linear_int4  # noqa: E402
 from executorch.llm import TextGenerator, export_llm  # noqa: E402
 from executorch.runtime import Runtime  # noqa: E402
 from tests.models.real import import_torchvision  # noqa: E402
@@ -73,7 +77,7 @@ def main() -> int:
                           ("--context", 512), ("--prompt", 128), ("--new", 64), ("--chunk", 32), ("--repeat", 3),
                           ("--threads", os.cpu_count() or 1)):
         parser.add_argument(flag, type=int, default=default)
-    parser.add_argument("--dtypes", default="float32,bfloat16")
+    parser.add_argument("--dtypes", default="float32,bfloat16,int4")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     Runtime.get().set_num_threads(args.threads)
@@ -82,11 +86,14 @@ def main() -> int:
           f"{args.vocab}, context {args.context}; prompt {args.prompt}, {args.new} new tokens, {args.threads} threads")
     print(f"{'dtype':9} {'runner':26} {'prefill ms':>11} {'decode tok/s':>13} {'tokens agree':>13}")
     for name in args.dtypes.split(","):
-        dtype = getattr(torch, name)
+        dtype = torch.float32 if name == "int4" else getattr(torch, name)
         model = llama(args, dtype)
+        quantize = "int4" if name == "int4" else None
         gen = TextGenerator(Runtime.get().load_program(
             export_llm(model, max_seq_len=args.context, prefill_chunk=args.chunk,
-                       dtype=None if dtype == torch.float32 else dtype)))
+                       dtype=None if dtype == torch.float32 else dtype, quantize=quantize)))
+        if quantize:
+            model = quantize_linear_int4(model, 32)[0]
 
         def ours() -> tuple[list[int], float, float]:
             r = gen.generate(prompt, args.new)

@@ -158,8 +158,99 @@ Error int8_linear(KernelRuntimeContext&, Args args) {
   return Error::Ok;
 }
 
+// int4_linear(x, packed, scales, group_size, bias) -> out: x float32 [..., k]; packed uint8 [n, k / 2],
+// weight column 2i in the low nibble and 2i + 1 in the high one, each holding value + 8 for a value in
+// [-8, 7]; scales float32 [n, k / group_size], one per group of group_size columns; bias float32 [n]
+// or None; out float32 [..., n] = x . (value * scale of its group) (+ bias). Weight-only: the
+// activations stay float32, and each weight row is expanded once for every row of x.
+constexpr int64_t kInt4GemvRows = 4;  // up to this many rows of x: the dot-product path
+constexpr int64_t kInt4Block = 256;   // weight rows expanded per GEMM
+
+Error int4_linear(KernelRuntimeContext&, Args args) {
+  const char* op = "executorch::int4_linear";
+  ET_TRY(check_count(args, 6, op));
+  Tensor *x = nullptr, *w = nullptr, *scales = nullptr, *bias = nullptr, *out = nullptr;
+  int64_t group = 0;
+  ET_TRY(tensor_at(args, 0, op, &x));
+  ET_TRY(tensor_at(args, 1, op, &w));
+  ET_TRY(tensor_at(args, 2, op, &scales));
+  ET_TRY(int_at(args, 3, op, &group));
+  if (!args[4]->is_none()) ET_TRY(tensor_at(args, 4, op, &bias));
+  ET_TRY(tensor_at(args, 5, op, &out));
+  ET_TRY(check_dtype(*x, ScalarType::Float, op, "input"));
+  ET_TRY(check_dtype(*w, ScalarType::Byte, op, "packed weight"));
+  ET_TRY(check_dtype(*scales, ScalarType::Float, op, "scales"));
+  ET_TRY(check_dtype(*out, ScalarType::Float, op, "output"));
+  KCHECK(w->dim() == 2 && scales->dim() == 2 && x->dim() >= 1, "%s: weight and scales must be 2-D, input at least 1-D",
+         op);
+  const int64_t n = w->size(0), k = w->size(1) * 2;
+  KCHECK(group >= 8 && group % 8 == 0 && k > 0 && k % group == 0 && x->size(x->dim() - 1) == k,
+         "%s: input has %lld features, the weight %lld in groups of %lld", op,
+         static_cast<long long>(x->size(x->dim() - 1)), static_cast<long long>(k), static_cast<long long>(group));
+  KCHECK(scales->size(0) == n && scales->size(1) == k / group, "%s: scales must be [%lld, %lld]", op,
+         static_cast<long long>(n), static_cast<long long>(k / group));
+  if (bias) {
+    ET_TRY(check_dtype(*bias, ScalarType::Float, op, "bias"));
+    KCHECK(bias->numel() == n, "%s: bias has %lld elements, expected %lld", op, static_cast<long long>(bias->numel()),
+           static_cast<long long>(n));
+  }
+  const int64_t rows = x->numel() / k;
+  KCHECK(out->dim() == x->dim() && out->size(out->dim() - 1) == n && out->numel() == rows * n,
+         "%s: output must be shaped like the input with %lld features", op, static_cast<long long>(n));
+  const float* px = x->data_ptr<float>();
+  const uint8_t* pw = w->data_ptr<uint8_t>();
+  const float* ps = scales->data_ptr<float>();
+  const float* pb = bias ? bias->data_ptr<float>() : nullptr;
+  float* po = out->data_ptr<float>();
+  auto expand = [&](int64_t j, float* row) {  // weight row j as float32
+    const uint8_t* wj = pw + j * (k / 2);
+    const float* sj = ps + j * (k / group);
+    for (int64_t c = 0; c < k; c += 2) {
+      const float s = sj[c / group];
+      row[c] = static_cast<float>((wj[c / 2] & 0x0F) - 8) * s;
+      row[c + 1] = static_cast<float>((wj[c / 2] >> 4) - 8) * s;
+    }
+  };
+  if (rows <= kInt4GemvRows) {
+    // Decoding: few rows, so the packed weights are read once, each row expanded and dotted with them.
+    extension::threadpool::parallel_for(0, n, 16, [&](int64_t j0, int64_t j1) {
+      std::vector<float> row(static_cast<size_t>(k));
+      for (int64_t j = j0; j < j1; ++j) {
+        expand(j, row.data());
+        for (int64_t r = 0; r < rows; ++r) {
+          const float* xr = px + r * k;
+          float lanes[8] = {};  // independent sums the compiler keeps in one vector register
+          for (int64_t c = 0; c < k; c += 8) {
+            for (int l = 0; l < 8; ++l) lanes[l] += xr[c + l] * row[c + l];
+          }
+          const float acc =
+              ((lanes[0] + lanes[1]) + (lanes[2] + lanes[3])) + ((lanes[4] + lanes[5]) + (lanes[6] + lanes[7]));
+          po[r * n + j] = pb ? acc + pb[j] : acc;
+        }
+      }
+    });
+    return Error::Ok;
+  }
+  // Many rows (prefill): blocks of weight rows expanded, then one float32 GEMM per block.
+  std::vector<float> block(static_cast<size_t>(kInt4Block * k));
+  for (int64_t j0 = 0; j0 < n; j0 += kInt4Block) {
+    const int64_t jb = std::min(kInt4Block, n - j0);
+    extension::threadpool::parallel_for(0, jb, 8, [&](int64_t b0, int64_t b1) {
+      for (int64_t b = b0; b < b1; ++b) expand(j0 + b, block.data() + b * k);
+    });
+    sgemm(rows, jb, k, 1.f, px, k, 1, block.data(), 1, k, 0.f, po + j0, n);
+  }
+  if (pb) {
+    for (int64_t r = 0; r < rows; ++r) {
+      for (int64_t j = 0; j < n; ++j) po[r * n + j] += pb[j];
+    }
+  }
+  return Error::Ok;
+}
+
 const runtime::Kernel kKernels[] = {
     {"executorch::int8_linear", int8_linear},
+    {"executorch::int4_linear", int4_linear},
     {"aten::mm", mm},
     {"aten::bmm", bmm},
     {"aten::addmm", addmm},

@@ -72,6 +72,22 @@ def test_greedy_matches_transformers(family: tuple[str, torch.nn.Module, bytes],
     assert streamed == expected and result.tokens_per_second > 0
 
 
+@pytest.mark.parametrize("name", ["llama", "qwen2"])
+def test_int4_greedy_matches_transformers_on_the_same_quantization(name: str) -> None:
+    """export_llm(quantize="int4"): tokens equal transformers' generate on the model whose linear
+    layers are replaced by the same int4 layers (their torch reference)."""
+    from executorch.export._quantize import quantize_linear_int4
+
+    model = _model(name)
+    quantized, count = quantize_linear_int4(model, 32)
+    assert count == 2 * 7 + 1  # q, k, v, o, gate, up, down per layer, and the head
+    prompt = torch.randint(0, 512, (11,), generator=torch.Generator().manual_seed(3)).tolist()
+    expected = _reference(quantized, prompt)
+    pte = export_llm(model, max_seq_len=MAX_LEN, prefill_chunk=CHUNK, quantize="int4")
+    assert len(pte) < len(export_llm(model, max_seq_len=MAX_LEN, prefill_chunk=CHUNK)) / 2
+    assert TextGenerator(Runtime.get().load_program(pte)).generate(prompt, NEW).tokens == expected, name
+
+
 def _llm_runner(pte_path: Path, *args: str) -> subprocess.CompletedProcess:
     return subprocess.run([os.environ["LLM_RUNNER"], "--model_path", str(pte_path), *args], capture_output=True,
                           text=True, timeout=300)

@@ -1,7 +1,11 @@
 """export(..., quantize="int8"): int8 weights with per-channel scales, activations quantized per row
 when the program runs (executorch::int8_linear). The CPU kernel is checked here against the torch
 reference of the same arithmetic and against the float32 model; the CudaBackend payloads run on the
-CPU runtime here and on a GPU in tools/gpu/verify.sh."""
+CPU runtime here and on a GPU in tools/gpu/verify.sh.
+
+quantize="int4": weight-only int4 in groups (executorch::int4_linear), the CPU kernel against the
+torch reference (the same dequantized weights, float32 arithmetic in another order: 1e-4 relative)
+at few rows (the dot-product path) and many (the GEMM path), in float32 and bfloat16."""
 
 from __future__ import annotations
 
@@ -14,7 +18,7 @@ torch = pytest.importorskip("torch", reason="torch is not installed in the test 
 preload_cuda_runtime()
 
 from executorch.export import ExportError, export  # noqa: E402
-from executorch.export._quantize import quantize_linear_int8  # noqa: E402
+from executorch.export._quantize import quantize_linear_int4, quantize_linear_int8, unpack_int4  # noqa: E402
 from executorch.runtime import Runtime  # noqa: E402
 from executorch.serialization.pte import deserialize  # noqa: E402
 from tests.models.zoo import MODELS, fresh_inputs  # noqa: E402
@@ -115,8 +119,14 @@ def test_zero_rows_quantize_to_zero_and_ties_round_to_even() -> None:
 
 def test_quantize_errors() -> None:
     model, example = MODELS["mlp"]()
-    with pytest.raises(ExportError, match="unknown quantize 'int4'"):
-        export(model, example, quantize="int4")
+    with pytest.raises(ExportError, match="unknown quantize 'int2'"):
+        export(model, example, quantize="int2")
+    with pytest.raises(ExportError, match="group_size 32, 64 or 128, got 48"):
+        export(model, example, quantize="int4", group_size=48)
+    with pytest.raises(ExportError, match="CudaBackend has no int4 kernel"):
+        export(model, example, backend="cuda", quantize="int4")
+    with pytest.raises(ExportError, match="no nn.Linear layer with input features a multiple of 128"):
+        export(torch.nn.Linear(96, 4), (torch.randn(2, 96),), quantize="int4", group_size=128)
     with pytest.raises(ExportError, match="does not combine with dtype"):
         export(model, example, backend="cuda", dtype=torch.float16, quantize="int8")
     with pytest.raises(ExportError, match="no nn.Linear"):
@@ -129,3 +139,54 @@ def test_the_callers_module_is_untouched() -> None:
     export(model, example, quantize="int8")
     after = model.state_dict()
     assert before.keys() == after.keys() and all(torch.equal(before[k], after[k]) for k in before)
+
+
+INT4_RTOL = 1e-4  # the same weights and float32 arithmetic as the reference, summed in another order
+UINT8 = 0
+
+
+@pytest.mark.parametrize("group_size", [32, 128])
+@pytest.mark.parametrize("rows", [1, 3, 40])
+def test_int4_program_matches_the_reference(group_size: int, rows: int) -> None:
+    torch.manual_seed(group_size + rows)
+    model = torch.nn.Sequential(torch.nn.Linear(256, 384), torch.nn.GELU(), torch.nn.Linear(384, 130, bias=False)).eval()
+    x = torch.randn(rows, 256)
+    quantized, count = quantize_linear_int4(model, group_size)
+    assert count == 2
+    with torch.no_grad():
+        reference, float_out = quantized(x).numpy(), model(x).numpy()
+    pte = export(model, (x,), quantize="int4", group_size=group_size)
+    got = run(pte, (x,))
+    assert scaled(got - reference, reference) <= INT4_RTOL
+    assert scaled(got - float_out, float_out) <= 0.2  # 4-bit weights: the quantization error itself
+    plan = deserialize(pte).plans[0]
+    packed = [v for v in plan.values if v.kind == "tensor" and v.payload.dtype == UINT8 and v.payload.data_segment >= 0]
+    assert sorted(tuple(v.payload.sizes) for v in packed) == [(130, 192), (384, 128)]
+
+
+def test_int4_packing_round_trips_and_zero_groups_stay_zero() -> None:
+    layer = torch.nn.Linear(64, 3, bias=False)
+    with torch.no_grad():
+        layer.weight.zero_()
+        layer.weight[0, :32] = torch.linspace(-7, 7, 32)  # scale 1: the values themselves, rounded
+        layer.weight[1] = 0.5
+    q, _ = quantize_linear_int4(layer, 32)
+    values = unpack_int4(q.packed)
+    assert values[0, :32].tolist() == torch.round(torch.linspace(-7, 7, 32)).to(torch.int16).tolist()
+    assert values[2].abs().sum() == 0 and q.scales[2].tolist() == [1.0, 1.0]
+    x = torch.randn(2, 64)
+    with torch.no_grad():
+        np.testing.assert_allclose(run(export(layer, (x,), quantize="int4"), (x,)), q(x).numpy(), rtol=0, atol=1e-4)
+
+
+def test_int4_in_bfloat16_reads_float32_copies() -> None:
+    torch.manual_seed(5)
+    model = torch.nn.Sequential(torch.nn.Linear(64, 96), torch.nn.ReLU(), torch.nn.Linear(96, 32)).eval()
+    x = torch.randn(4, 64)
+    quantized, _ = quantize_linear_int4(model.to(torch.bfloat16), 32)
+    with torch.no_grad():
+        reference = quantized(x.to(torch.bfloat16)).float().numpy()
+    got = Runtime.get().load_program(export(model, (x,), dtype=torch.bfloat16, quantize="int4")).load_method().execute(
+        [x.to(torch.bfloat16)])[0]
+    assert got.dtype == torch.bfloat16
+    assert scaled(got.float().numpy() - reference, reference) <= 1e-2  # bfloat16 rounding of the outputs

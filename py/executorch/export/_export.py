@@ -13,7 +13,7 @@ import torch
 from executorch.export import _dtypes
 from executorch.export._errors import ExportError, UnsupportedOperatorError
 from executorch.export._planner import Allocation, plan
-from executorch.export._quantize import quantize_linear_int8
+from executorch.export._quantize import quantize_linear_int4, quantize_linear_int8
 from executorch.export._recurrent import add_recurrent_decompositions
 from executorch.export._rewrite import only_first_output_read, simplify
 from executorch.serialization.pte import (BoolListValue, BoolValue, DoubleListValue, DoubleValue, IntListValue, IntValue,
@@ -598,6 +598,7 @@ def export(
     cuda_archs: Sequence[str] | None = None,
     dtype: torch.dtype | None = None,
     quantize: str | None = None,
+    group_size: int = 32,
     tf32_convolutions: bool = False,
 ) -> bytes:
     """The .pte bytes of `module` traced with `example_inputs` (shapes are fixed to theirs).
@@ -617,9 +618,13 @@ def export(
     quantize="int8" stores every nn.Linear's weight as int8 with a float32 scale per output feature;
     activations are quantized per row when the program runs (executorch::int8_linear, on the CPU
     and on CudaBackend, where the layer's input features are a multiple of 4).
+    quantize="int4" stores the weights only as int4, in groups of `group_size` (32, 64 or 128) input
+    features with a float32 scale each, and computes in float32 from activations of any dtype
+    (executorch::int4_linear, on the CPU); layers whose input features are no multiple of
+    group_size stay as they are.
     """
-    _check_options(backend, cuda_archs, dtype, quantize, tf32_convolutions)
-    module, example_inputs = _converted(module, example_inputs, dtype, quantize)
+    _check_options(backend, cuda_archs, dtype, quantize, tf32_convolutions, group_size)
+    module, example_inputs = _converted(module, example_inputs, dtype, quantize, group_size)
     with torch.no_grad():
         try:
             ep = torch.export.export(module, tuple(example_inputs))
@@ -630,7 +635,7 @@ def export(
 
 
 def _check_options(backend: str | None, cuda_archs: Sequence[str] | None, dtype: torch.dtype | None,
-                   quantize: str | None, tf32_convolutions: bool) -> None:
+                   quantize: str | None, tf32_convolutions: bool, group_size: int = 32) -> None:
     if backend not in (None, "cpu", "cuda"):
         raise ExportError(f"unknown backend {backend!r}: use None (CPU) or 'cuda'")
     if cuda_archs is not None:
@@ -641,24 +646,29 @@ def _check_options(backend: str | None, cuda_archs: Sequence[str] | None, dtype:
         raise ExportError(f"tf32_convolutions needs backend='cuda' and float32, got backend={backend!r}, dtype={dtype}")
     if dtype is not None and dtype not in (torch.float32, torch.float16, torch.bfloat16):
         raise ExportError(f"dtype must be torch.float32, torch.float16 or torch.bfloat16, got {dtype}")
-    if quantize is not None:
-        if quantize != "int8":
-            raise ExportError(f"unknown quantize {quantize!r}: use 'int8'")
-        if dtype not in (None, torch.float32):
-            raise ExportError(f"quantize='int8' takes float32 activations; it does not combine with dtype={dtype}")
+    if quantize not in (None, "int8", "int4"):
+        raise ExportError(f"unknown quantize {quantize!r}: use 'int8' or 'int4'")
+    if quantize == "int8" and dtype not in (None, torch.float32):
+        raise ExportError(f"quantize='int8' takes float32 activations; it does not combine with dtype={dtype}")
+    if quantize == "int4":
+        if group_size not in (32, 64, 128):
+            raise ExportError(f"quantize='int4' takes group_size 32, 64 or 128, got {group_size!r}")
+        if backend == "cuda":
+            raise ExportError("quantize='int4' runs on the CPU kernels; CudaBackend has no int4 kernel yet")
 
 
 def _converted(module: torch.nn.Module, example_inputs: Sequence[Any], dtype: torch.dtype | None,
-               quantize: str | None) -> tuple[torch.nn.Module, list[Any]]:
+               quantize: str | None, group_size: int = 32) -> tuple[torch.nn.Module, list[Any]]:
     """A copy of `module` in `dtype` with its example inputs, or quantized; in eval mode."""
     inputs = list(example_inputs)
     if dtype is not None:
         module = copy.deepcopy(module).to(dtype)
         inputs = [x.to(dtype) if isinstance(x, torch.Tensor) and x.is_floating_point() else x for x in inputs]
     if quantize is not None:
-        module, count = quantize_linear_int8(module)
+        module, count = quantize_linear_int8(module) if quantize == "int8" else quantize_linear_int4(module, group_size)
         if count == 0:
-            raise ExportError("quantize='int8': the module has no nn.Linear layer")
+            raise ExportError(f"quantize={quantize!r}: the module has no nn.Linear layer"
+                              + (f" with input features a multiple of {group_size}" if quantize == "int4" else ""))
     return module.eval(), inputs
 
 

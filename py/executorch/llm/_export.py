@@ -11,14 +11,15 @@ from executorch.export._export import _check_options, _converted, _decomposed, _
 
 
 def export_llm(model: torch.nn.Module, max_seq_len: int, *, prefill_chunk: int = 32, backend: str | None = None,
-               dtype: torch.dtype | None = None, quantize: str | None = None) -> bytes:
+               dtype: torch.dtype | None = None, quantize: str | None = None, group_size: int = 32) -> bytes:
     """The .pte bytes of `model` (a transformers causal LM: Llama, Qwen2, Gemma, Mistral, Phi, GPT-2)
     with a static key/value cache of `max_seq_len` positions, batch 1.
 
     Methods: `prefill(input_ids[1, prefill_chunk], cache_position[prefill_chunk])` and
     `decode(input_ids[1, 1], cache_position[1])`, both returning logits [1, tokens, vocab] and
-    writing the tokens' keys and values into the cache, which the two share. dtype and quantize are
-    as for executorch.export.export; backend="cuda" does not yet take programs with a cache.
+    writing the tokens' keys and values into the cache, which the two share. dtype, quantize and
+    group_size are as for executorch.export.export (quantize="int4": weight-only int4 linear layers);
+    backend="cuda" does not yet take programs with a cache.
     """
     try:
         from transformers.integrations.executorch import TorchExportableModuleForDecoderOnlyLM
@@ -26,12 +27,12 @@ def export_llm(model: torch.nn.Module, max_seq_len: int, *, prefill_chunk: int =
         raise ExportError(f"export_llm needs transformers with its executorch integration: {e}") from e
     if not 1 <= prefill_chunk <= max_seq_len:
         raise ExportError(f"prefill_chunk must be between 1 and max_seq_len ({max_seq_len}), got {prefill_chunk}")
-    _check_options(backend, None, dtype, quantize, False)
+    _check_options(backend, None, dtype, quantize, False, group_size)
     if backend == "cuda":
         raise ExportError("backend='cuda' does not yet run programs with a key/value cache; export for the CPU")
     if not hasattr(model, "generation_config") or not hasattr(model, "config"):
         raise ExportError(f"export_llm takes a transformers causal LM, got {type(model).__name__}")
-    model, _ = _converted(model, [], dtype, quantize)
+    model, _ = _converted(model, [], dtype, quantize, group_size)
     model.requires_grad_(False)
     model.generation_config.cache_implementation = "static"
     model.generation_config.cache_config = {"batch_size": 1, "max_cache_len": max_seq_len}
