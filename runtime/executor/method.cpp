@@ -344,6 +344,10 @@ Error Method::parse_instructions(const Program& program, const fb::ExecutionPlan
         if (!fn.ok()) return ET_ERROR(fn.error(), "instruction %zu: operator '%s' has no kernel", k, op_name.c_str());
         KernelStep step{*fn, {}, std::move(op_name)};
         ET_TRY(collect_args(call->args(), step.args, k));
+        if (const char* kinds = get_kernel_signature(step.name.c_str())) {
+          const Error e = check_kernel_arguments(kinds, {step.args.data(), step.args.size()});
+          if (e != Error::Ok) return ET_ERROR_CONTEXT(e, "instruction %zu: operator '%s'", k, step.name.c_str());
+        }
         steps_.emplace_back(std::move(step));
         break;
       }

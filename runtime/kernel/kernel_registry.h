@@ -34,6 +34,25 @@ EXECUTORCH_API Result<OpFunction> get_op_function(const char* name);
 
 EXECUTORCH_API size_t get_num_registered_kernels();
 
+// The argument kinds an operator takes, from its schema: one letter per argument in schema order,
+// '>', then one per output (docs/program_format.md, "Argument kinds"). A method's instructions are
+// checked against them when it loads, so a program passing an int where a tensor belongs is refused
+// then rather than at its first execute. "aten::add.Tensor" is "NNd>T".
+struct KernelSignature {
+  const char* name;
+  const char* kinds;
+};
+
+// A name given twice is RegistrationAlreadyRegistered; a full table RegistrationExceedingMaxKernels.
+EXECUTORCH_API Error register_kernel_signatures(Span<const KernelSignature> signatures);
+
+// The kinds registered for `name`, or nullptr (then only the kernel checks its arguments, at execute).
+EXECUTORCH_API const char* get_kernel_signature(const char* name);
+
+// Ok when `args` (the instruction's values, outputs last) fit `kinds`; else InvalidProgram naming the
+// first argument that does not.
+EXECUTORCH_API Error check_kernel_arguments(const char* kinds, Span<const EValue* const> args);
+
 // The name of the index-th registered kernel, or nullptr when out of range.
 EXECUTORCH_API const char* get_kernel_name(size_t index);
 

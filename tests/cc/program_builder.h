@@ -18,7 +18,8 @@ namespace fb = executorch_flatbuffer;
 
 struct Options {
   bool planned_inputs = true;
-  int bad_arg = -1;                // replace an instruction argument with this value index
+  int bad_arg = -1;                // replace an instruction argument with this value index,
+  int bad_arg_position = 1;        // at this position of the first instruction
   uint64_t buffer_size = 256;      // planned buffer bytes
   const char* op = "aten::add";    // first operator
   const char* delegate = nullptr;  // add a delegate call to this backend
@@ -42,7 +43,7 @@ inline std::vector<uint8_t> build_program(const Options& o = {}) {
       tensor(0, 96),                                                           // 4: out
   };
   std::vector<int32_t> add_args = {0, 1, 2, 3}, relu_args = {3, 4};
-  if (o.bad_arg != -1) add_args[1] = o.bad_arg;
+  if (o.bad_arg != -1) add_args[static_cast<size_t>(o.bad_arg_position)] = o.bad_arg;
   std::vector<flatbuffers::Offset<fb::Instruction>> instructions = {
       fb::CreateInstruction(b, fb::InstructionArguments::KernelCall,
                             fb::CreateKernelCallDirect(b, 0, &add_args).Union()),

@@ -73,6 +73,36 @@ void test_backend_registry() {
 
 rt::Error dummy_kernel(rt::KernelRuntimeContext&, rt::Span<rt::EValue*>) { return Error::Ok; }
 
+void test_kernel_signatures() {
+  auto args = [](std::vector<rt::EValue>& values) {
+    std::vector<const rt::EValue*> out;
+    for (auto& v : values) out.push_back(&v);
+    return out;
+  };
+  float data[1] = {0};
+  int64_t sizes[1] = {1};
+  int64_t strides[1] = {1};
+  const rt::Tensor t(rt::ScalarType::Float, 1, sizes, strides, data);
+  std::vector<rt::EValue> good = {rt::EValue(t), rt::EValue(t), rt::EValue(int64_t{1}), rt::EValue(t)};
+  CHECK(std::strcmp(rt::get_kernel_signature("aten::add.Tensor"), "NNd>T") == 0);
+  CHECK(rt::get_kernel_signature("aten::no_such_op") == nullptr);
+  auto ok = args(good);
+  CHECK(rt::check_kernel_arguments("TTd>T", {ok.data(), ok.size()}) == Error::Ok);
+  CHECK(rt::check_kernel_arguments("TTd>TT", {ok.data(), ok.size()}) == Error::InvalidProgram &&
+        message_contains("takes 3 arguments and 2 output(s), got 4 values"));
+  std::vector<rt::EValue> none_for_tensor = {rt::EValue(t), rt::EValue(), rt::EValue(2.0), rt::EValue(t)};
+  auto bad = args(none_for_tensor);
+  CHECK(rt::check_kernel_arguments("TTd>T", {bad.data(), bad.size()}) == Error::InvalidProgram &&
+        message_contains("argument 1 must be a tensor"));
+  CHECK(rt::check_kernel_arguments("Ttd>T", {bad.data(), bad.size()}) == Error::Ok);  // t: a tensor or None
+  std::vector<rt::EValue> split = {rt::EValue(t), rt::EValue(t), rt::EValue(t)};
+  auto outs = args(split);
+  CHECK(rt::check_kernel_arguments("T>*", {outs.data(), outs.size()}) == Error::Ok);  // one or more outputs
+  CHECK(rt::check_kernel_arguments("T>*", {outs.data(), 1}) == Error::InvalidProgram);
+  const rt::KernelSignature twice[] = {{"aten::add.Tensor", "NNd>T"}};
+  CHECK(rt::register_kernel_signatures({twice, 1}) == Error::RegistrationAlreadyRegistered);
+}
+
 void test_kernel_registry() {
   const rt::Kernel k[] = {{"test::dummy", dummy_kernel}};
   CHECK(rt::register_kernels({k, 1}) == Error::Ok);
@@ -232,6 +262,10 @@ void test_hostile_programs() {
   CHECK(method_error({.buffer_size = 100}) == Error::InvalidProgram && message_contains("outside planned buffer"));
   CHECK(method_error({.op = "aten::nonexistent"}) == Error::NotFound && message_contains("aten::nonexistent.Tensor"));
   CHECK(method_error({.op = ""}) == Error::NotFound && message_contains("operator '.Tensor' has no kernel"));
+  // Tensor x where add's alpha (a number) belongs: refused at load, not at execute.
+  CHECK(method_error({.bad_arg = 0, .bad_arg_position = 2}) == Error::InvalidProgram &&
+        std::strcmp(rt::last_error_message(),
+                    "instruction 0: operator 'aten::add.Tensor': argument 2 must be a number") == 0);
   CHECK(method_error({.delegate = "NotRegistered"}) == Error::NotFound && message_contains("NotRegistered"));
   CHECK(method_error({.delegate = "Unavailable"}) == Error::NotSupported && message_contains("not available"));
 }
@@ -314,6 +348,7 @@ void test_thread_pool() {
 int main() {
   test_backend_registry();
   test_kernel_registry();
+  test_kernel_signatures();
   test_method_runs();
   test_output_buffers();
   test_memory_manager_buffers();
