@@ -53,8 +53,7 @@ def check_dtypes(name: str, model: torch.nn.Module, x: torch.Tensor) -> None:
             raise SystemExit(f"{name} {dtype}: out of bounds")
 
 
-def check_device_tensors()
-check_tf32() -> None:
+def check_device_tensors() -> None:
     """CUDA tensors in, CUDA tensors out, on a stream of the caller's, equal to the host path."""
     torch.manual_seed(0)
     model, x = ConvBlocks().eval(), torch.randn(2, 4, 8, 8)
