@@ -94,6 +94,20 @@ Error addmm(KernelRuntimeContext&, Args args) {
   return Error::Ok;
 }
 
+// The float32 bias (or none) and output of a quantized linear layer with n output features: the
+// output shaped like the input with its last dimension n.
+Error check_linear_output(const Tensor& x, const Tensor* bias, const Tensor& out, int64_t n, const char* op) {
+  if (bias) {
+    ET_TRY(check_dtype(*bias, ScalarType::Float, op, "bias"));
+    KCHECK(bias->numel() == n, "%s: bias has %lld elements, expected %lld", op, static_cast<long long>(bias->numel()),
+           static_cast<long long>(n));
+  }
+  const int64_t rows = x.numel() / x.size(x.dim() - 1);
+  KCHECK(out.dim() == x.dim() && out.size(out.dim() - 1) == n && out.numel() == rows * n,
+         "%s: output must be shaped like the input with %lld features", op, static_cast<long long>(n));
+  return Error::Ok;
+}
+
 // int8_linear(x, weight, scale, bias) -> out: x float32 [..., k]; weight int8 [n, k] with float32
 // per-row scale [n]; bias float32 [n] or None; out float32 [..., n]. Each row of x is quantized
 // (docs/program_format.md states the arithmetic, which CudaBackend's kernels share):
@@ -123,14 +137,8 @@ Error int8_linear(KernelRuntimeContext&, Args args) {
          static_cast<long long>(kMaxInt8Depth));
   KCHECK(scale->numel() == n, "%s: %lld scales for %lld output features", op, static_cast<long long>(scale->numel()),
          static_cast<long long>(n));
-  if (bias) {
-    ET_TRY(check_dtype(*bias, ScalarType::Float, op, "bias"));
-    KCHECK(bias->numel() == n, "%s: bias has %lld elements, expected %lld", op, static_cast<long long>(bias->numel()),
-           static_cast<long long>(n));
-  }
+  ET_TRY(check_linear_output(*x, bias, *out, n, op));
   const int64_t rows = x->numel() / k;
-  KCHECK(out->dim() == x->dim() && out->size(out->dim() - 1) == n && out->numel() == rows * n,
-         "%s: output must be shaped like the input with %lld features", op, static_cast<long long>(n));
   const float* px = x->data_ptr<float>();
   const int8_t* pw = w->data_ptr<int8_t>();
   const float* ps = scale->data_ptr<float>();
@@ -189,14 +197,8 @@ Error int4_linear(KernelRuntimeContext&, Args args) {
          static_cast<long long>(x->size(x->dim() - 1)), static_cast<long long>(k), static_cast<long long>(group));
   KCHECK(scales->size(0) == n && scales->size(1) == k / group, "%s: scales must be [%lld, %lld]", op,
          static_cast<long long>(n), static_cast<long long>(k / group));
-  if (bias) {
-    ET_TRY(check_dtype(*bias, ScalarType::Float, op, "bias"));
-    KCHECK(bias->numel() == n, "%s: bias has %lld elements, expected %lld", op, static_cast<long long>(bias->numel()),
-           static_cast<long long>(n));
-  }
+  ET_TRY(check_linear_output(*x, bias, *out, n, op));
   const int64_t rows = x->numel() / k;
-  KCHECK(out->dim() == x->dim() && out->size(out->dim() - 1) == n && out->numel() == rows * n,
-         "%s: output must be shaped like the input with %lld features", op, static_cast<long long>(n));
   const float* px = x->data_ptr<float>();
   const uint8_t* pw = w->data_ptr<uint8_t>();
   const float* ps = scales->data_ptr<float>();

@@ -193,9 +193,8 @@ const runtime::KernelSignature kSignatures[] = {
     {"executorch::lstm_cell", "NNN>TT"},
 };
 
-const bool registered =
-    runtime::register_kernel_signatures({kSignatures, sizeof(kSignatures) / sizeof(kSignatures[0])}) ==
-    runtime::Error::Ok;
+const bool registered = runtime::register_kernel_signatures(
+                            {kSignatures, sizeof(kSignatures) / sizeof(kSignatures[0])}) == runtime::Error::Ok;
 
 }  // namespace
 }  // namespace kernels
