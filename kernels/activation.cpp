@@ -110,10 +110,8 @@ UNARY(logical_not_any, "aten::bitwise_not", x == T(0) ? T(1) : T(0))
 // bitwise_not: bools flip, integers take their complement.
 Error bitwise_not(KernelRuntimeContext& ctx, Args args) {
   const char* op = "aten::bitwise_not";
-  ET_TRY(check_count(args, 2, op));
   Tensor *in, *out;
-  ET_TRY(tensor_at(args, 0, op, &in));
-  ET_TRY(tensor_at(args, 1, op, &out));
+  ET_TRY(input_output(args, 2, op, &in, &out));
   if (in->scalar_type() == ScalarType::Bool) return logical_not_any(ctx, args);
   KCHECK(in->scalar_type() == out->scalar_type() && in->scalar_type() != ScalarType::Float &&
              in->scalar_type() != ScalarType::Double && in->scalar_type() != ScalarType::Half &&

@@ -425,10 +425,8 @@ Error max_pool(KernelRuntimeContext&, Args args) {
 template <int ND>
 Error avg_pool(KernelRuntimeContext&, Args args) {
   const char* op = ND == 2 ? "aten::avg_pool2d" : "aten::avg_pool3d";
-  ET_TRY(check_count(args, 8, op));
   Tensor *in, *out;
-  ET_TRY(tensor_at(args, 0, op, &in));
-  ET_TRY(tensor_at(args, 7, op, &out));
+  ET_TRY(input_output(args, 8, op, &in, &out));
   Pool p;
   PoolWindow pw;
   int64_t include_pad, divisor = 0;
@@ -468,10 +466,8 @@ Error adaptive_setup(Args args, const char* op, int nd, Tensor* in, Pool* p, Dim
 template <int ND>
 Error adaptive_avg_pool(KernelRuntimeContext&, Args args) {
   const char* op = ND == 2 ? "aten::_adaptive_avg_pool2d" : "aten::_adaptive_avg_pool3d";
-  ET_TRY(check_count(args, 3, op));
   Tensor *in, *out;
-  ET_TRY(tensor_at(args, 0, op, &in));
-  ET_TRY(tensor_at(args, 2, op, &out));
+  ET_TRY(input_output(args, 3, op, &in, &out));
   Pool p;
   Dims o;
   ET_TRY(adaptive_setup(args, op, ND, in, &p, &o));

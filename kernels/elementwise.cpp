@@ -352,10 +352,8 @@ UNARY(erf_, "aten::erf", std::erf(x))
 // logical_not(self): any dtype in, bool out.
 Error logical_not(KernelRuntimeContext&, Args args) {
   const char* op = "aten::logical_not";
-  ET_TRY(check_count(args, 2, op));
   Tensor *in, *out;
-  ET_TRY(tensor_at(args, 0, op, &in));
-  ET_TRY(tensor_at(args, 1, op, &out));
+  ET_TRY(input_output(args, 2, op, &in, &out));
   KCHECK(is_supported_dtype(in->scalar_type()), "%s: unsupported input dtype", op);
   ET_TRY(check_dtype(*out, ScalarType::Bool, op, "output"));
   ET_TRY(check_numel(*out, in->numel(), op, "output"));
@@ -474,19 +472,15 @@ Error copy_to(const Tensor& in, const Tensor& out, const char* op) {
 
 Error clone(KernelRuntimeContext&, Args args) {
   const char* op = "aten::clone";
-  ET_TRY(check_count(args, 3, op));
   Tensor *in, *out;
-  ET_TRY(tensor_at(args, 0, op, &in));
-  ET_TRY(tensor_at(args, 2, op, &out));
+  ET_TRY(input_output(args, 3, op, &in, &out));
   return copy_to(*in, *out, op);
 }
 
 Error to_copy(KernelRuntimeContext&, Args args) {
   const char* op = "aten::_to_copy";
-  ET_TRY(check_count(args, 8, op));
   Tensor *in, *out;
-  ET_TRY(tensor_at(args, 0, op, &in));
-  ET_TRY(tensor_at(args, 7, op, &out));
+  ET_TRY(input_output(args, 8, op, &in, &out));
   return copy_to(*in, *out, op);
 }
 

@@ -48,10 +48,8 @@ Error integer_index(const Tensor& t, const char* op) {
 // inside the input.
 Error as_strided(KernelRuntimeContext&, Args args) {
   const char* op = "aten::as_strided";
-  ET_TRY(check_count(args, 5, op));
   Tensor *in, *out;
-  ET_TRY(tensor_at(args, 0, op, &in));
-  ET_TRY(tensor_at(args, 4, op, &out));
+  ET_TRY(input_output(args, 5, op, &in, &out));
   Span<const int64_t> size, stride;
   ET_TRY(int_list_at(args, 1, op, &size));
   ET_TRY(int_list_at(args, 2, op, &stride));
@@ -98,10 +96,8 @@ void gather_elements(const Tensor& in, const Tensor& out, Map map, const uint8_t
 // flip(self, dims)
 Error flip(KernelRuntimeContext&, Args args) {
   const char* op = "aten::flip";
-  ET_TRY(check_count(args, 3, op));
   Tensor *in, *out;
-  ET_TRY(tensor_at(args, 0, op, &in));
-  ET_TRY(tensor_at(args, 2, op, &out));
+  ET_TRY(input_output(args, 3, op, &in, &out));
   Span<const int64_t> dims;
   ET_TRY(int_list_at(args, 1, op, &dims));
   ET_TRY(same_dtype(*in, *out, op));
@@ -125,10 +121,8 @@ Error flip(KernelRuntimeContext&, Args args) {
 // roll(self, shifts, dims): with no dims, the flattened tensor rolls.
 Error roll(KernelRuntimeContext&, Args args) {
   const char* op = "aten::roll";
-  ET_TRY(check_count(args, 4, op));
   Tensor *in, *out;
-  ET_TRY(tensor_at(args, 0, op, &in));
-  ET_TRY(tensor_at(args, 3, op, &out));
+  ET_TRY(input_output(args, 4, op, &in, &out));
   Span<const int64_t> shifts, dims;
   ET_TRY(int_list_at(args, 1, op, &shifts));
   ET_TRY(int_list_at(args, 2, op, &dims));
@@ -578,10 +572,8 @@ Error select_scatter(KernelRuntimeContext&, Args args) {
 // repeat(self, repeats): tiles; repeats may add leading dimensions.
 Error repeat(KernelRuntimeContext&, Args args) {
   const char* op = "aten::repeat";
-  ET_TRY(check_count(args, 3, op));
   Tensor *in, *out;
-  ET_TRY(tensor_at(args, 0, op, &in));
-  ET_TRY(tensor_at(args, 2, op, &out));
+  ET_TRY(input_output(args, 3, op, &in, &out));
   Span<const int64_t> reps;
   ET_TRY(int_list_at(args, 1, op, &reps));
   ET_TRY(same_dtype(*in, *out, op));
@@ -603,10 +595,8 @@ Error repeat(KernelRuntimeContext&, Args args) {
 
 // pixel_shuffle(self, r): [.., C*r*r, H, W] -> [.., C, H*r, W*r]; pixel_unshuffle the inverse.
 Error shuffle(Args args, const char* op, bool unshuffle) {
-  ET_TRY(check_count(args, 3, op));
   Tensor *in, *out;
-  ET_TRY(tensor_at(args, 0, op, &in));
-  ET_TRY(tensor_at(args, 2, op, &out));
+  ET_TRY(input_output(args, 3, op, &in, &out));
   int64_t r;
   ET_TRY(int_at(args, 1, op, &r));
   ET_TRY(same_dtype(*in, *out, op));

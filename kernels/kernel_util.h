@@ -41,6 +41,13 @@ inline Error tensor_at(Args args, size_t i, const char* op, Tensor** out) {
   return Error::Ok;
 }
 
+// A kernel of `n` arguments whose first is its input and last its output, both CPU tensors.
+inline Error input_output(Args args, size_t n, const char* op, Tensor** in, Tensor** out) {
+  ET_TRY(check_count(args, n, op));
+  ET_TRY(tensor_at(args, 0, op, in));
+  return tensor_at(args, n - 1, op, out);
+}
+
 inline Error int_at(Args args, size_t i, const char* op, int64_t* out) {
   KCHECK(i < args.size() && (args[i]->is_int() || args[i]->is_bool()), "%s: argument %zu must be an int", op, i);
   *out = args[i]->is_int() ? args[i]->to_int() : args[i]->to_bool();

@@ -9,10 +9,8 @@ namespace kernels {
 namespace {
 
 Error softmax_impl(Args args, const char* op, bool log) {
-  ET_TRY(check_count(args, 4, op));
   Tensor *in, *out;
-  ET_TRY(tensor_at(args, 0, op, &in));
-  ET_TRY(tensor_at(args, 3, op, &out));
+  ET_TRY(input_output(args, 4, op, &in, &out));
   int64_t dim;
   ET_TRY(int_at(args, 1, op, &dim));
   ET_TRY(normalize_dim(dim, in->dim(), op, &dim));

@@ -200,10 +200,8 @@ Error vector_norm(KernelRuntimeContext&, Args args) {
 
 // cumsum(self, dim, dtype?) and cumprod: running along one dimension, in double.
 Error cumulative(Args args, const char* op, bool product) {
-  ET_TRY(check_count(args, 4, op));
   Tensor *in, *out;
-  ET_TRY(tensor_at(args, 0, op, &in));
-  ET_TRY(tensor_at(args, 3, op, &out));
+  ET_TRY(input_output(args, 4, op, &in, &out));
   int64_t dim;
   ET_TRY(int_at(args, 1, op, &dim));
   ET_TRY(normalize_dim(dim, in->dim(), op, &dim));

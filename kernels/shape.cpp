@@ -73,10 +73,8 @@ void strided_copy(const Tensor& in, const Tensor& out, const int64_t* in_strides
 // permute(self, dims)
 Error permute(KernelRuntimeContext&, Args args) {
   const char* op = "aten::permute";
-  ET_TRY(check_count(args, 3, op));
   Tensor *in, *out;
-  ET_TRY(tensor_at(args, 0, op, &in));
-  ET_TRY(tensor_at(args, 2, op, &out));
+  ET_TRY(input_output(args, 3, op, &in, &out));
   Span<const int64_t> dims;
   ET_TRY(int_list_at(args, 1, op, &dims));
   KCHECK(static_cast<int>(dims.size()) == in->dim() && out->dim() == in->dim(), "%s: wrong number of dims", op);
@@ -98,10 +96,8 @@ Error permute(KernelRuntimeContext&, Args args) {
 // transpose.int(self, dim0, dim1)
 Error transpose(KernelRuntimeContext&, Args args) {
   const char* op = "aten::transpose.int";
-  ET_TRY(check_count(args, 4, op));
   Tensor *in, *out;
-  ET_TRY(tensor_at(args, 0, op, &in));
-  ET_TRY(tensor_at(args, 3, op, &out));
+  ET_TRY(input_output(args, 4, op, &in, &out));
   int64_t d0, d1;
   ET_TRY(int_at(args, 1, op, &d0));
   ET_TRY(int_at(args, 2, op, &d1));
@@ -121,10 +117,8 @@ Error transpose(KernelRuntimeContext&, Args args) {
 // expand(self, size, implicit)
 Error expand(KernelRuntimeContext&, Args args) {
   const char* op = "aten::expand";
-  ET_TRY(check_count(args, 4, op));
   Tensor *in, *out;
-  ET_TRY(tensor_at(args, 0, op, &in));
-  ET_TRY(tensor_at(args, 3, op, &out));
+  ET_TRY(input_output(args, 4, op, &in, &out));
   KCHECK(in->scalar_type() == out->scalar_type(), "%s: dtype changes", op);
   int64_t strides[1][runtime::kTensorDimensionLimit] = {};
   ET_TRY(broadcast_strides(*in, *out, op, strides[0]));
@@ -135,10 +129,8 @@ Error expand(KernelRuntimeContext&, Args args) {
 // slice.Tensor(self, dim, start?, end?, step)
 Error slice(KernelRuntimeContext&, Args args) {
   const char* op = "aten::slice.Tensor";
-  ET_TRY(check_count(args, 6, op));
   Tensor *in, *out;
-  ET_TRY(tensor_at(args, 0, op, &in));
-  ET_TRY(tensor_at(args, 5, op, &out));
+  ET_TRY(input_output(args, 6, op, &in, &out));
   int64_t dim, start = 0, end = INT64_MAX, step;
   ET_TRY(int_at(args, 1, op, &dim));
   ET_TRY(normalize_dim(dim, in->dim(), op, &dim));
@@ -168,10 +160,8 @@ Error slice(KernelRuntimeContext&, Args args) {
 // select.int(self, dim, index)
 Error select(KernelRuntimeContext&, Args args) {
   const char* op = "aten::select.int";
-  ET_TRY(check_count(args, 4, op));
   Tensor *in, *out;
-  ET_TRY(tensor_at(args, 0, op, &in));
-  ET_TRY(tensor_at(args, 3, op, &out));
+  ET_TRY(input_output(args, 4, op, &in, &out));
   int64_t dim, index;
   ET_TRY(int_at(args, 1, op, &dim));
   ET_TRY(int_at(args, 2, op, &index));
