@@ -54,6 +54,68 @@ void micro_kernel(int64_t kc, const float* __restrict__ ap, const float* __restr
   }
 }
 
+// Up to this many rows of A, products with a B whose rows or columns are contiguous skip packing:
+// B is streamed once (a decoding step's matrix-vector products, where packing B would cost as
+// much as the product and a 6-row tile would compute mostly padding).
+constexpr int64_t kStreamRows = 4;
+
+// C[m, n] += alpha * A B for m <= kStreamRows, B contiguous along k (b_rs == 1: dot products) or
+// along n (b_cs == 1: rows of B scaled into a running sum).
+void streamed(int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t a_rs, int64_t a_cs, const float* b,
+              int64_t b_rs, int64_t b_cs, float* c, int64_t ldc) {
+  std::vector<float> packed(static_cast<size_t>(m * k));  // A's rows, contiguous
+  for (int64_t i = 0; i < m; ++i) {
+    for (int64_t p = 0; p < k; ++p) packed[static_cast<size_t>(i * k + p)] = a[i * a_rs + p * a_cs];
+  }
+  const float* rows = packed.data();
+  const bool serial = m * n * k < 64 * 64 * 64;
+  if (b_rs == 1) {
+    auto columns = [&](int64_t j0, int64_t j1) {
+      for (int64_t j = j0; j < j1; ++j) {
+        const float* bj = b + j * b_cs;
+        for (int64_t i = 0; i < m; ++i) {
+          const float* ai = rows + i * k;
+          float lanes[8] = {};  // independent sums the compiler keeps in one vector register
+          int64_t p = 0;
+          for (; p + 8 <= k; p += 8) {
+            for (int l = 0; l < 8; ++l) lanes[l] += ai[p + l] * bj[p + l];
+          }
+          float sum = ((lanes[0] + lanes[1]) + (lanes[2] + lanes[3])) + ((lanes[4] + lanes[5]) + (lanes[6] + lanes[7]));
+          for (; p < k; ++p) sum += ai[p] * bj[p];
+          c[i * ldc + j] += alpha * sum;
+        }
+      }
+    };
+    if (serial) {
+      columns(0, n);
+    } else {
+      extension::threadpool::parallel_for(0, n, 32, columns);
+    }
+    return;
+  }
+  auto columns = [&](int64_t j0, int64_t j1) {
+    for (int64_t jb = j0; jb < j1; jb += 256) {
+      const int64_t nb = std::min<int64_t>(256, j1 - jb);
+      float acc[kStreamRows * 256] = {};
+      for (int64_t p = 0; p < k; ++p) {
+        const float* bp = b + p * b_rs + jb;
+        for (int64_t i = 0; i < m; ++i) {
+          const float ai = rows[i * k + p];
+          for (int64_t j = 0; j < nb; ++j) acc[i * 256 + j] += ai * bp[j];
+        }
+      }
+      for (int64_t i = 0; i < m; ++i) {
+        for (int64_t j = 0; j < nb; ++j) c[i * ldc + jb + j] += alpha * acc[i * 256 + j];
+      }
+    }
+  };
+  if (serial) {
+    columns(0, n);
+  } else {
+    extension::threadpool::parallel_for(0, n, 256, columns);
+  }
+}
+
 }  // namespace
 
 void sgemm(int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t a_rs, int64_t a_cs, const float* b,
@@ -70,6 +132,10 @@ void sgemm(int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t
     }
   }
   if (k <= 0) return;
+  if (m <= kStreamRows && (b_rs == 1 || b_cs == 1)) {
+    streamed(m, n, k, alpha, a, a_rs, a_cs, b, b_rs, b_cs, c, ldc);
+    return;
+  }
   const int64_t n_panels = (n + kNR - 1) / kNR;
   const int64_t m_blocks = (m + kMC - 1) / kMC;
   // Work is split into (block of rows) x (group of column panels) tiles so that a GEMM with few rows

@@ -3,7 +3,8 @@
     python tools/kernels/signatures.py > kernels/signatures.cpp
 
 Run with torch and this package importable (the built wheel on PYTHONPATH) after adding a kernel;
-tests/kernel_signatures_test.py fails while the file differs from what this prints. The letters are
+tests/kernel_signatures_test.py fails while the file differs from what this prints (which is as
+clang-format writes it, so tools/ci/check_format.sh leaves it alone). The letters are
 those of docs/program_format.md, "Argument kinds".
 """
 
@@ -70,9 +71,8 @@ const runtime::KernelSignature kSignatures[] = {{
 {rows}
 }};
 
-const bool registered =
-    runtime::register_kernel_signatures({{kSignatures, sizeof(kSignatures) / sizeof(kSignatures[0])}}) ==
-    runtime::Error::Ok;
+const bool registered = runtime::register_kernel_signatures(
+                            {{kSignatures, sizeof(kSignatures) / sizeof(kSignatures[0])}}) == runtime::Error::Ok;
 
 }}  // namespace
 }}  // namespace kernels
