@@ -155,6 +155,13 @@ void sgemm(int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t
       for (int64_t jp = p0; jp < p1; ++jp) {
         float* dst = bp + jp * kNR * kc;
         const int64_t j0 = jp * kNR, nr = std::min(kNR, n - j0);
+        if (b_rs == 1 && b_cs != 1) {  // columns of B contiguous (a transposed weight): read them whole
+          for (int64_t j = 0; j < kNR; ++j) {
+            const float* src = b + pc + (j0 + j) * b_cs;
+            for (int64_t p = 0; p < kc; ++p) dst[p * kNR + j] = j < nr ? src[p] : 0.f;
+          }
+          continue;
+        }
         for (int64_t p = 0; p < kc; ++p) {
           const float* src = b + (pc + p) * b_rs + j0 * b_cs;
           float* row = dst + p * kNR;
