@@ -455,6 +455,34 @@ Error gelu(KernelRuntimeContext&, Args args) {
   });
 }
 
+// float16/bfloat16 <-> float32 in a typed loop: the conversions half-precision programs run around
+// every operator that computes (the general path goes through double, one dtype switch an element).
+bool half_float_copy(const Tensor& in, const Tensor& out) {
+  const ScalarType from = in.scalar_type(), to = out.scalar_type();
+  const int64_t n = in.numel();
+  if (to == ScalarType::Float && (from == ScalarType::Half || from == ScalarType::BFloat16)) {
+    const auto* src = static_cast<const uint16_t*>(in.const_data_ptr());
+    auto* dst = static_cast<float*>(out.mutable_data_ptr());
+    if (from == ScalarType::Half) {
+      for (int64_t i = 0; i < n; ++i) dst[i] = half_to_float(src[i]);
+    } else {
+      for (int64_t i = 0; i < n; ++i) dst[i] = bfloat16_to_float(src[i]);
+    }
+    return true;
+  }
+  if (from == ScalarType::Float && (to == ScalarType::Half || to == ScalarType::BFloat16)) {
+    const auto* src = static_cast<const float*>(in.const_data_ptr());
+    auto* dst = static_cast<uint16_t*>(out.mutable_data_ptr());
+    if (to == ScalarType::Half) {
+      for (int64_t i = 0; i < n; ++i) dst[i] = float_to_half(src[i]);
+    } else {
+      for (int64_t i = 0; i < n; ++i) dst[i] = float_to_bfloat16(src[i]);
+    }
+    return true;
+  }
+  return false;
+}
+
 // clone(self, memory_format) and _to_copy(self, dtype, layout, device, pin_memory, non_blocking,
 // memory_format): a copy, converting the dtype when the output's differs.
 Error copy_to(const Tensor& in, const Tensor& out, const char* op) {
@@ -466,6 +494,7 @@ Error copy_to(const Tensor& in, const Tensor& out, const char* op) {
     return Error::Ok;
   }
   KCHECK(is_supported_dtype(in.scalar_type()) && is_supported_dtype(out.scalar_type()), "%s: unsupported dtype", op);
+  if (half_float_copy(in, out)) return Error::Ok;
   for (int64_t i = 0; i < in.numel(); ++i) store<double>(out, i, load<double>(in, i));
   return Error::Ok;
 }
