@@ -214,19 +214,36 @@ Error int4_linear(KernelRuntimeContext&, Args args) {
     }
   };
   if (rows <= kInt4GemvRows) {
-    // Decoding: few rows, so the packed weights are read once, each row expanded and dotted with them.
+    // Decoding: few rows. Each group's dot product is taken with the stored nibbles (value + 8) and
+    // corrected by 8 * the group's sum of x, then scaled: one multiply-add an element, the packed
+    // weights read once.
+    const int64_t groups = k / group;
+    std::vector<float> xsum(static_cast<size_t>(rows * groups), 0.f);
+    for (int64_t r = 0; r < rows; ++r) {
+      for (int64_t c = 0; c < k; ++c) xsum[static_cast<size_t>(r * groups + c / group)] += px[r * k + c];
+    }
     extension::threadpool::parallel_for(0, n, 16, [&](int64_t j0, int64_t j1) {
-      std::vector<float> row(static_cast<size_t>(k));
       for (int64_t j = j0; j < j1; ++j) {
-        expand(j, row.data());
+        const uint8_t* wj = pw + j * (k / 2);
+        const float* sj = ps + j * groups;
         for (int64_t r = 0; r < rows; ++r) {
           const float* xr = px + r * k;
-          float lanes[8] = {};  // independent sums the compiler keeps in one vector register
-          for (int64_t c = 0; c < k; c += 8) {
-            for (int l = 0; l < 8; ++l) lanes[l] += xr[c + l] * row[c + l];
+          float acc = 0.f;
+          for (int64_t g = 0; g < groups; ++g) {
+            const uint8_t* wg = wj + g * group / 2;
+            const float* xg = xr + g * group;
+            float lanes[8] = {};  // independent sums the compiler keeps in one vector register
+            for (int64_t c = 0; c < group; c += 8) {
+              for (int l = 0; l < 4; ++l) {
+                const uint8_t b = wg[c / 2 + l];
+                lanes[2 * l] += xg[c + 2 * l] * static_cast<float>(b & 0x0F);
+                lanes[2 * l + 1] += xg[c + 2 * l + 1] * static_cast<float>(b >> 4);
+              }
+            }
+            const float dot =
+                ((lanes[0] + lanes[1]) + (lanes[2] + lanes[3])) + ((lanes[4] + lanes[5]) + (lanes[6] + lanes[7]));
+            acc += (dot - 8.f * xsum[static_cast<size_t>(r * groups + g)]) * sj[g];
           }
-          const float acc =
-              ((lanes[0] + lanes[1]) + (lanes[2] + lanes[3])) + ((lanes[4] + lanes[5]) + (lanes[6] + lanes[7]));
           po[r * n + j] = pb ? acc + pb[j] : acc;
         }
       }
