@@ -20,50 +20,38 @@ internal::NamedRegistry<KernelSignature, kMaxRegisteredKernels>& signatures() {
   return instance;
 }
 
-// Whether `v` is of kind `kind` (the letters of docs/program_format.md, "Argument kinds").
-bool fits(char kind, const EValue& v) {
-  switch (kind) {
-    case 'T': return v.is_tensor();
-    case 'N': return v.is_tensor() || v.is_scalar();
-    case 't': return v.is_tensor() || v.is_none();
-    case 'i':  // an int; Python's bools are ints
-    case 'b': return v.is_int() || v.is_bool();
-    case 'j':
-    case 'c': return v.is_int() || v.is_bool() || v.is_none();
-    case 'd': return v.is_scalar();
-    case 'e': return v.is_scalar() || v.is_none();
-    case 'I': return v.is_int_list();
-    case 'J': return v.is_int_list() || v.is_none();
-    case 'F': return v.is_int_list() || v.tag() == EValue::Tag::DoubleList || v.is_none();
-    case 'L':
-    case 'M': return v.is_tensor_list();
-    case 's': return v.tag() == EValue::Tag::String;
-    case 'z': return v.tag() == EValue::Tag::String || v.is_none();
-    case 'x': return true;
-    default: return false;
-  }
-}
+// The argument kinds (docs/program_format.md, "Argument kinds"): a letter, what it accepts, and
+// how an error names it. Python's bools are ints, and Python numbers stand for tensors in
+// elementwise calls.
+struct ArgumentKind {
+  char letter;
+  const char* description;
+  bool (*fits)(const EValue& v);
+};
 
-const char* kind_name(char kind) {
-  switch (kind) {
-    case 'T': return "a tensor";
-    case 'N': return "a tensor or a number";
-    case 't': return "a tensor or None";
-    case 'i':
-    case 'b': return "an int or bool";
-    case 'j':
-    case 'c': return "an int, bool or None";
-    case 'd': return "a number";
-    case 'e': return "a number or None";
-    case 'I': return "an int list";
-    case 'J': return "an int list or None";
-    case 'F': return "a number list or None";
-    case 'L':
-    case 'M': return "a tensor list";
-    case 's': return "a string";
-    case 'z': return "a string or None";
-    default: return "of an unknown kind";
+constexpr ArgumentKind kArgumentKinds[] = {
+    {'T', "a tensor", [](const EValue& v) { return v.is_tensor(); }},
+    {'N', "a tensor or a number", [](const EValue& v) { return v.is_tensor() || v.is_scalar(); }},
+    {'t', "a tensor or None", [](const EValue& v) { return v.is_tensor() || v.is_none(); }},
+    {'i', "an int or bool", [](const EValue& v) { return v.is_int() || v.is_bool(); }},
+    {'j', "an int, bool or None", [](const EValue& v) { return v.is_int() || v.is_bool() || v.is_none(); }},
+    {'d', "a number", [](const EValue& v) { return v.is_scalar(); }},
+    {'e', "a number or None", [](const EValue& v) { return v.is_scalar() || v.is_none(); }},
+    {'I', "an int list", [](const EValue& v) { return v.is_int_list(); }},
+    {'J', "an int list or None", [](const EValue& v) { return v.is_int_list() || v.is_none(); }},
+    {'F', "a number list or None",
+     [](const EValue& v) { return v.is_int_list() || v.tag() == EValue::Tag::DoubleList || v.is_none(); }},
+    {'L', "a tensor list", [](const EValue& v) { return v.is_tensor_list(); }},
+    {'s', "a string", [](const EValue& v) { return v.tag() == EValue::Tag::String; }},
+    {'z', "a string or None", [](const EValue& v) { return v.tag() == EValue::Tag::String || v.is_none(); }},
+    {'x', "anything", [](const EValue&) { return true; }},
+};
+
+const ArgumentKind* argument_kind(char letter) {
+  for (const ArgumentKind& kind : kArgumentKinds) {
+    if (kind.letter == letter) return &kind;
   }
+  return nullptr;
 }
 
 }  // namespace
@@ -93,9 +81,10 @@ Error check_kernel_arguments(const char* kinds, Span<const EValue* const> args) 
                      Error::InvalidProgram, "takes %zu arguments and %s%zu output(s), got %zu values", inputs,
                      variadic ? "at least " : "", outputs, args.size());
   for (size_t i = 0; i < args.size(); ++i) {
-    const char kind = i < inputs ? kinds[i] : variadic ? 'T' : outs[i - inputs];
-    ET_CHECK_OR_RETURN(fits(kind, *args[i]), Error::InvalidProgram, "%s %zu must be %s",
-                       i < inputs ? "argument" : "output", i < inputs ? i : i - inputs, kind_name(kind));
+    const ArgumentKind* kind = argument_kind(i < inputs ? kinds[i] : variadic ? 'T' : outs[i - inputs]);
+    ET_CHECK_OR_RETURN(kind != nullptr && kind->fits(*args[i]), Error::InvalidProgram, "%s %zu must be %s",
+                       i < inputs ? "argument" : "output", i < inputs ? i : i - inputs,
+                       kind ? kind->description : "of a kind this runtime does not know");
   }
   return Error::Ok;
 }

@@ -16,10 +16,10 @@ import sys
 # torch's schema says Tensor (the exporter passes `x * 2.0` as aten::mul.Tensor(x, 2.0)).
 KINDS = {
     "Tensor": "N", "Optional[Tensor]": "t",
-    "int": "i", "Optional[int]": "j", "bool": "b", "Optional[bool]": "c",
+    "int": "i", "Optional[int]": "j", "bool": "i", "Optional[bool]": "j",  # Python's bools are ints
     "number": "d", "float": "d", "Optional[number]": "e", "Optional[float]": "e",
     "List[int]": "I", "Optional[List[int]]": "J", "Optional[List[float]]": "F", "List[float]": "F",
-    "List[Tensor]": "L", "List[Optional[Tensor]]": "M",
+    "List[Tensor]": "L", "List[Optional[Tensor]]": "L",
     "str": "s", "Optional[str]": "z",
     "Optional[Device]": "x", "Optional[Layout]": "x", "Optional[MemoryFormat]": "x",
 }
