@@ -16,6 +16,9 @@ namespace runtime {
 EXECUTORCH_API uint64_t max_planned_bytes();
 EXECUTORCH_API void set_max_planned_bytes(uint64_t bytes);
 
+// a + b, or UINT64_MAX where that overflows: for summing sizes a hostile program may claim in exabytes.
+inline uint64_t add_saturating(uint64_t a, uint64_t b) { return b > UINT64_MAX - a ? UINT64_MAX : a + b; }
+
 // Ok, or MemoryAllocationFailed naming `what` (printf-style "method 'forward'"), both sizes and
 // how the limit is set.
 EXECUTORCH_API Error check_planned_bytes(uint64_t bytes, const char* what);

@@ -59,10 +59,9 @@ Result<std::unique_ptr<Method>> Method::load(const Program& program, const fb::E
       m->buffers_.push_back(provided[i]);
     }
   } else {
-    uint64_t total = 0;  // saturating: a hostile program may claim exabytes per buffer
+    uint64_t total = 0;
     for (size_t i = 0; i < size_of(sizes); ++i) {
-      const uint64_t bytes = sizes->Get(static_cast<flatbuffers::uoffset_t>(i));
-      total = bytes > UINT64_MAX - total ? UINT64_MAX : total + bytes;
+      total = add_saturating(total, sizes->Get(static_cast<flatbuffers::uoffset_t>(i)));
     }
     if (const Error e = check_planned_bytes(total, "its planned memory"); e != Error::Ok) {
       return ET_ERROR_CONTEXT(e, "method '%s'", m->name());

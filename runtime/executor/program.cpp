@@ -7,6 +7,7 @@
 #include <vector>
 
 #include <executorch/runtime/core/log.h>
+#include <executorch/runtime/executor/memory_limit.h>
 #include <executorch/runtime/executor/method.h>
 #include <executorch/schema/program_generated.h>
 
@@ -92,7 +93,8 @@ Result<std::unique_ptr<Program>> Program::load(std::unique_ptr<DataLoader> loade
                      "the FlatBuffer (%llu bytes at file offset %zu) failed verification: an offset, vector "
                      "length or string points outside it, a table is misaligned, or tables nest deeper than %d "
                      "(truncated or corrupt)",
-                     static_cast<unsigned long long>(program_size), kProgramHeaderSize, 64);
+                     static_cast<unsigned long long>(program_size), kProgramHeaderSize,
+                     static_cast<int>(options.max_depth));
   const fb::Program* program = fb::GetProgram(fb_data);
   ET_CHECK_OR_RETURN(program->version() == kProgramVersion, Error::InvalidProgram,
                      "program version %u is not supported (expected %u)", program->version(), kProgramVersion);
@@ -178,7 +180,7 @@ Result<std::vector<uint64_t>> Program::planned_buffer_sizes(const char* name) co
 Result<uint64_t> Program::planned_bytes(const char* name) const {
   ET_TRY_ASSIGN(const auto sizes, planned_buffer_sizes(name));
   uint64_t total = 0;
-  for (uint64_t s : sizes) total = s > UINT64_MAX - total ? UINT64_MAX : total + s;
+  for (uint64_t s : sizes) total = add_saturating(total, s);
   return total;
 }
 

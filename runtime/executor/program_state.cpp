@@ -22,11 +22,9 @@ Result<std::shared_ptr<ProgramState>> ProgramState::create(const Program& progra
   std::shared_ptr<ProgramState> state(new ProgramState(program));
   const auto* list = program.flatbuffer()->mutable_buffers();
   const size_t count = list ? list->size() : 0;
-  uint64_t total = 0;  // saturating, as planned memory
-  for (size_t i = 0; i < count; ++i) {
-    const uint64_t size = list->Get(static_cast<flatbuffers::uoffset_t>(i))->size();
-    total = size > UINT64_MAX - total ? UINT64_MAX : total + size;
-  }
+  uint64_t total = 0;
+  for (size_t i = 0; i < count; ++i)
+    total = add_saturating(total, list->Get(static_cast<flatbuffers::uoffset_t>(i))->size());
   ET_TRY(check_planned_bytes(total, "the program state (its mutable buffers)"));
   for (size_t i = 0; i < count; ++i) {
     const fb::MutableBuffer* b = list->Get(static_cast<flatbuffers::uoffset_t>(i));

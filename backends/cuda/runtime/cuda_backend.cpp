@@ -1665,7 +1665,8 @@ class CudaBackend final : public runtime::BackendInterface {
     d->program = std::move(program.get());
     const char* method_name = d->program->method_name(0);
     ET_TRY_ASSIGN(const auto sizes, d->program->planned_buffer_sizes(method_name));
-    ET_TRY_ASSIGN(const uint64_t device_bytes, d->program->planned_bytes(method_name));
+    uint64_t device_bytes = 0;
+    for (uint64_t bytes : sizes) device_bytes = runtime::add_saturating(device_bytes, bytes);
     if (const Error e = runtime::check_planned_bytes(device_bytes, "its device memory"); e != Error::Ok) {
       return ET_ERROR_CONTEXT(e, "%s payload", kCudaBackendName);
     }
