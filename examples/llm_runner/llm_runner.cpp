@@ -12,7 +12,6 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
-#include <cstring>
 #include <numeric>
 #include <random>
 #include <string>
@@ -21,6 +20,7 @@
 #include <executorch/extension/module/module.h>
 #include <executorch/extension/tensor/tensor.h>
 #include <executorch/extension/threadpool/threadpool.h>
+#include <executorch/runtime/core/half.h>
 #include <executorch/runtime/core/log.h>
 
 namespace rt = executorch::runtime;
@@ -104,26 +104,6 @@ struct Sampling {
   std::mt19937_64 rng;
 };
 
-float from_half(uint16_t h) {
-  const uint32_t sign = (h & 0x8000u) << 16, exponent = (h >> 10) & 0x1f, mantissa = h & 0x3ffu;
-  float magnitude;
-  if (exponent == 0) {
-    magnitude = std::ldexp(static_cast<float>(mantissa), -24);
-  } else if (exponent == 31) {
-    magnitude = mantissa ? NAN : INFINITY;
-  } else {
-    magnitude = std::ldexp(static_cast<float>(mantissa | 0x400u), static_cast<int>(exponent) - 25);
-  }
-  return sign ? -magnitude : magnitude;
-}
-
-float from_bfloat16(uint16_t b) {
-  const uint32_t bits = static_cast<uint32_t>(b) << 16;
-  float f;
-  std::memcpy(&f, &bits, sizeof(f));
-  return f;
-}
-
 // Row `row` of logits [1, rows, vocab] as float, whatever the program's floating dtype.
 std::vector<float> logits_row(const rt::Tensor& t, int64_t row) {
   const int64_t vocab = t.size(t.dim() - 1);
@@ -133,8 +113,8 @@ std::vector<float> logits_row(const rt::Tensor& t, int64_t row) {
   for (size_t i = 0; i < out.size(); ++i) {
     switch (t.scalar_type()) {
       case rt::ScalarType::Float: out[i] = static_cast<const float*>(t.const_data_ptr())[at + i]; break;
-      case rt::ScalarType::Half: out[i] = from_half(half[i]); break;
-      case rt::ScalarType::BFloat16: out[i] = from_bfloat16(half[i]); break;
+      case rt::ScalarType::Half: out[i] = rt::half_to_float(half[i]); break;
+      case rt::ScalarType::BFloat16: out[i] = rt::bfloat16_to_float(half[i]); break;
       default: out[i] = 0; break;
     }
   }
