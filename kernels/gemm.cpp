@@ -157,8 +157,8 @@ void sgemm(int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t
         const int64_t j0 = jp * kNR, nr = std::min(kNR, n - j0);
         if (b_rs == 1 && b_cs != 1) {  // columns of B contiguous (a transposed weight): read them whole
           for (int64_t j = 0; j < kNR; ++j) {
-            const float* src = b + pc + (j0 + j) * b_cs;
-            for (int64_t p = 0; p < kc; ++p) dst[p * kNR + j] = j < nr ? src[p] : 0.f;
+            const float* src = j < nr ? b + pc + (j0 + j) * b_cs : nullptr;
+            for (int64_t p = 0; p < kc; ++p) dst[p * kNR + j] = src ? src[p] : 0.f;
           }
           continue;
         }

@@ -170,7 +170,7 @@ Error int8_linear(KernelRuntimeContext&, Args args) {
 // weight column 2i in the low nibble and 2i + 1 in the high one, each holding value + 8 for a value in
 // [-8, 7]; scales float32 [n, k / group_size], one per group of group_size columns; bias float32 [n]
 // or None; out float32 [..., n] = x . (value * scale of its group) (+ bias). Weight-only: the
-// activations stay float32, and each weight row is expanded once for every row of x.
+// activations stay float32.
 constexpr int64_t kInt4GemvRows = 4;  // up to this many rows of x: the dot-product path
 constexpr int64_t kInt4Block = 256;   // weight rows expanded per GEMM
 
