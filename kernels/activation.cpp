@@ -43,11 +43,8 @@ Error leaky_relu(KernelRuntimeContext&, Args args) {
 // elu(self, alpha, scale, input_scale): selu and celu are elus with other constants.
 Error elu(KernelRuntimeContext&, Args args) {
   const char* op = "aten::elu";
-  ET_TRY(check_count(args, 5, op));
   double alpha, scale, input_scale;
-  ET_TRY(double_at(args, 1, op, &alpha));
-  ET_TRY(double_at(args, 2, op, &scale));
-  ET_TRY(double_at(args, 3, op, &input_scale));
+  ET_TRY(read_args(args, op, 5, at(1, &alpha), at(2, &scale), at(3, &input_scale)));
   return unary(args, op, 5, [=](auto x) {
     using T = decltype(x);
     return x > 0 ? static_cast<T>(scale) * x
@@ -58,10 +55,8 @@ Error elu(KernelRuntimeContext&, Args args) {
 // softplus(self, beta, threshold): linear where beta * x > threshold.
 Error softplus(KernelRuntimeContext&, Args args) {
   const char* op = "aten::softplus";
-  ET_TRY(check_count(args, 4, op));
   double beta, threshold;
-  ET_TRY(double_at(args, 1, op, &beta));
-  ET_TRY(double_at(args, 2, op, &threshold));
+  ET_TRY(read_args(args, op, 4, at(1, &beta), at(2, &threshold)));
   KCHECK(beta != 0, "%s: beta must not be 0", op);
   return unary(args, op, 4, [beta, threshold](auto x) {
     using T = decltype(x);

@@ -62,12 +62,8 @@ Error check_shapes(const Tensor& q, const Tensor& k, const Tensor& v, const Tens
 // attn_mask: None, bool (true: attend) or float (added to the scores), broadcast to [..., L, S].
 // is_causal masks key j for query i where j > i. A query that may attend to nothing gets zeros.
 Error scaled_dot_product_attention(KernelRuntimeContext&, Args args) {
-  ET_TRY(check_count(args, 9, kOp));
   Tensor *q = nullptr, *k = nullptr, *v = nullptr, *out = nullptr;
-  ET_TRY(tensor_at(args, 0, kOp, &q));
-  ET_TRY(tensor_at(args, 1, kOp, &k));
-  ET_TRY(tensor_at(args, 2, kOp, &v));
-  ET_TRY(tensor_at(args, 8, kOp, &out));
+  ET_TRY(read_args(args, kOp, 9, at(0, &q), at(1, &k), at(2, &v), at(8, &out)));
   for (const Tensor* t : {q, k, v, out})
     ET_TRY(check_dtype(*t, ScalarType::Float, kOp, "query, key, value and output"));
   Tensor* mask = nullptr;

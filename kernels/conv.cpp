@@ -173,12 +173,8 @@ void transposed_group(const float* xg, const float* wg, float* yg, int64_t cg, i
 // 1-D, 2-D and 3-D (the weight's rank says which), plain and transposed, any groups, batched or not.
 Error convolution(KernelRuntimeContext&, Args args) {
   const char* op = "aten::convolution";
-  ET_TRY(check_count(args, 10, op));
   Tensor *in, *w, *out, *bias = nullptr;
-  ET_TRY(tensor_at(args, 0, op, &in));
-  ET_TRY(tensor_at(args, 1, op, &w));
-  if (!args[2]->is_none()) ET_TRY(tensor_at(args, 2, op, &bias));
-  ET_TRY(tensor_at(args, 9, op, &out));
+  ET_TRY(read_args(args, op, 10, at(0, &in), at(1, &w), optional_at(2, &bias), at(9, &out)));
   const int nd = w->dim() - 2;
   KCHECK(nd >= 1 && nd <= kDims && (in->dim() == nd + 2 || in->dim() == nd + 1),
          "%s: 1-D, 2-D or 3-D convolution is supported, got a %d-D weight and a %d-D input", op, w->dim(), in->dim());
@@ -339,9 +335,30 @@ Axis adaptive_axis(int64_t i, int64_t in, int64_t out) {
   return {i * in / out, 1, 0, ((i + 1) * in + out - 1) / out - i * in / out};
 }
 
-// Calls window(plane, flat output index, z, y, x axes) for every output position of every plane.
+// A windowed pooling's input planes, window (with dilation for max pooling) and output size.
+Error window_setup(Args args, const char* op, int nd, bool dilated, const Tensor& in, Pool* p, PoolWindow* pw,
+                   Dims* o) {
+  ET_TRY(pool_input(in, nd, op, p));
+  ET_TRY(pool_window_at(args, op, nd, dilated, pw));
+  *o = pool_out(*p, *pw);
+  return Error::Ok;
+}
+
+// A pooling's float32 output (and int64 indices, where it has them) of spatial shape o.
+Error pool_outputs(const Tensor& in, const Tensor& out, const Tensor* indices, int nd, const Dims& o, const char* op) {
+  ET_TRY(check_dtype(out, ScalarType::Float, op, "output"));
+  ET_TRY(check_out(out, in, nd, -1, o, op));
+  if (indices == nullptr) return Error::Ok;
+  ET_TRY(check_dtype(*indices, ScalarType::Long, op, "indices"));
+  return check_out(*indices, in, nd, -1, o, op);
+}
+
+// Calls window(the plane of float32 `in`, flat output index, z, y, x axes) for every output
+// position of every plane.
 template <typename AxisFn, typename WindowFn>
-void for_each_window(const Pool& p, const Dims& o, AxisFn axis, WindowFn window) {
+void for_each_window(const Tensor& in, const Pool& p, const Dims& o, AxisFn axis, WindowFn window) {
+  const float* x = in.data_ptr<float>();
+  const int64_t in_vol = volume(p.in);
   extension::threadpool::parallel_for(0, p.planes, 1, [&](int64_t p0, int64_t p1) {
     for (int64_t plane = p0; plane < p1; ++plane) {
       for (int64_t oz = 0; oz < o[0]; ++oz) {
@@ -349,7 +366,7 @@ void for_each_window(const Pool& p, const Dims& o, AxisFn axis, WindowFn window)
         for (int64_t oy = 0; oy < o[1]; ++oy) {
           const Axis ay = axis(1, oy);
           for (int64_t ox = 0; ox < o[2]; ++ox) {
-            window(plane, (plane * o[0] + oz) * o[1] * o[2] + oy * o[2] + ox, az, ay, axis(2, ox));
+            window(x + plane * in_vol, (plane * o[0] + oz) * o[1] * o[2] + oy * o[2] + ox, az, ay, axis(2, ox));
           }
         }
       }
@@ -394,29 +411,20 @@ int64_t cells(const Axis& a, const Axis& b, const Axis& c) { return (a.hi - a.lo
 template <int ND>
 Error max_pool(KernelRuntimeContext&, Args args) {
   const char* op = ND == 2 ? "aten::max_pool2d_with_indices" : "aten::max_pool3d_with_indices";
-  ET_TRY(check_count(args, 8, op));
   Tensor *in, *out, *idx;
-  ET_TRY(tensor_at(args, 0, op, &in));
-  ET_TRY(tensor_at(args, 6, op, &out));
-  ET_TRY(tensor_at(args, 7, op, &idx));
+  ET_TRY(read_args(args, op, 8, at(0, &in), at(6, &out), at(7, &idx)));
   Pool p;
   PoolWindow pw;
-  ET_TRY(pool_input(*in, ND, op, &p));
-  ET_TRY(pool_window_at(args, op, ND, true, &pw));
-  ET_TRY(check_dtype(*out, ScalarType::Float, op, "output"));
-  ET_TRY(check_dtype(*idx, ScalarType::Long, op, "indices"));
-  const Dims o = pool_out(p, pw);
-  ET_TRY(check_out(*out, *in, ND, -1, o, op));
-  ET_TRY(check_out(*idx, *in, ND, -1, o, op));
-  const float* x = in->data_ptr<float>();
+  Dims o;
+  ET_TRY(window_setup(args, op, ND, true, *in, &p, &pw, &o));
+  ET_TRY(pool_outputs(*in, *out, idx, ND, o, op));
   float* y = out->data_ptr<float>();
   int64_t* yi = idx->data_ptr<int64_t>();
-  const int64_t in_vol = volume(p.in);
   auto axis = [&](int d, int64_t i) {
     return strided_axis(i, pw.k[d], pw.w.stride[d], pw.w.pad[d], pw.w.dil[d], p.in[d]);
   };
-  for_each_window(p, o, axis, [&](int64_t plane, int64_t at, const Axis& z, const Axis& ay, const Axis& ax) {
-    window_max(x + plane * in_vol, p.in, z, ay, ax, &y[at], &yi[at]);
+  for_each_window(*in, p, o, axis, [&](const float* xp, int64_t at, const Axis& z, const Axis& ay, const Axis& ax) {
+    window_max(xp, p.in, z, ay, ax, &y[at], &yi[at]);
   });
   return Error::Ok;
 }
@@ -427,25 +435,21 @@ Error avg_pool(KernelRuntimeContext&, Args args) {
   const char* op = ND == 2 ? "aten::avg_pool2d" : "aten::avg_pool3d";
   Tensor *in, *out;
   ET_TRY(input_output(args, 8, op, &in, &out));
-  Pool p;
-  PoolWindow pw;
   int64_t include_pad, divisor = 0;
-  ET_TRY(pool_input(*in, ND, op, &p));
-  ET_TRY(pool_window_at(args, op, ND, false, &pw));
   ET_TRY(int_at(args, 5, op, &include_pad));
   if (!args[6]->is_none()) ET_TRY(int_at(args, 6, op, &divisor));
   KCHECK(divisor >= 0, "%s: divisor_override must be positive", op);
-  ET_TRY(check_dtype(*out, ScalarType::Float, op, "output"));
-  const Dims o = pool_out(p, pw);
-  ET_TRY(check_out(*out, *in, ND, -1, o, op));
-  const float* x = in->data_ptr<float>();
+  Pool p;
+  PoolWindow pw;
+  Dims o;
+  ET_TRY(window_setup(args, op, ND, false, *in, &p, &pw, &o));
+  ET_TRY(pool_outputs(*in, *out, nullptr, ND, o, op));
   float* y = out->data_ptr<float>();
-  const int64_t in_vol = volume(p.in);
   auto axis = [&](int d, int64_t i) { return strided_axis(i, pw.k[d], pw.w.stride[d], pw.w.pad[d], 1, p.in[d]); };
   // The window clipped to the padded input, which count_include_pad divides by.
   auto padded = [&](int d, const Axis& a) { return std::min(a.start + pw.k[d], p.in[d] + pw.w.pad[d]) - a.start; };
-  for_each_window(p, o, axis, [&](int64_t plane, int64_t at, const Axis& az, const Axis& ay, const Axis& ax) {
-    const float sum = window_sum(x + plane * in_vol, p.in, az, ay, ax);
+  for_each_window(*in, p, o, axis, [&](const float* xp, int64_t at, const Axis& az, const Axis& ay, const Axis& ax) {
+    const float sum = window_sum(xp, p.in, az, ay, ax);
     const int64_t count = divisor       ? divisor
                           : include_pad ? padded(0, az) * padded(1, ay) * padded(2, ax)
                                         : cells(az, ay, ax);
@@ -471,14 +475,11 @@ Error adaptive_avg_pool(KernelRuntimeContext&, Args args) {
   Pool p;
   Dims o;
   ET_TRY(adaptive_setup(args, op, ND, in, &p, &o));
-  ET_TRY(check_dtype(*out, ScalarType::Float, op, "output"));
-  ET_TRY(check_out(*out, *in, ND, -1, o, op));
-  const float* x = in->data_ptr<float>();
+  ET_TRY(pool_outputs(*in, *out, nullptr, ND, o, op));
   float* y = out->data_ptr<float>();
-  const int64_t in_vol = volume(p.in);
   auto axis = [&](int d, int64_t i) { return adaptive_axis(i, p.in[d], o[d]); };
-  for_each_window(p, o, axis, [&](int64_t plane, int64_t at, const Axis& az, const Axis& ay, const Axis& ax) {
-    y[at] = window_sum(x + plane * in_vol, p.in, az, ay, ax) / static_cast<float>(cells(az, ay, ax));
+  for_each_window(*in, p, o, axis, [&](const float* xp, int64_t at, const Axis& az, const Axis& ay, const Axis& ax) {
+    y[at] = window_sum(xp, p.in, az, ay, ax) / static_cast<float>(cells(az, ay, ax));
   });
   return Error::Ok;
 }
@@ -488,25 +489,17 @@ Error adaptive_avg_pool(KernelRuntimeContext&, Args args) {
 template <int ND>
 Error adaptive_max_pool(KernelRuntimeContext&, Args args) {
   const char* op = ND == 2 ? "aten::adaptive_max_pool2d" : "aten::adaptive_max_pool3d";
-  ET_TRY(check_count(args, 4, op));
   Tensor *in, *out, *idx;
-  ET_TRY(tensor_at(args, 0, op, &in));
-  ET_TRY(tensor_at(args, 2, op, &out));
-  ET_TRY(tensor_at(args, 3, op, &idx));
+  ET_TRY(read_args(args, op, 4, at(0, &in), at(2, &out), at(3, &idx)));
   Pool p;
   Dims o;
   ET_TRY(adaptive_setup(args, op, ND, in, &p, &o));
-  ET_TRY(check_dtype(*out, ScalarType::Float, op, "output"));
-  ET_TRY(check_dtype(*idx, ScalarType::Long, op, "indices"));
-  ET_TRY(check_out(*out, *in, ND, -1, o, op));
-  ET_TRY(check_out(*idx, *in, ND, -1, o, op));
-  const float* x = in->data_ptr<float>();
+  ET_TRY(pool_outputs(*in, *out, idx, ND, o, op));
   float* y = out->data_ptr<float>();
   int64_t* yi = idx->data_ptr<int64_t>();
-  const int64_t in_vol = volume(p.in);
   auto axis = [&](int d, int64_t i) { return adaptive_axis(i, p.in[d], o[d]); };
-  for_each_window(p, o, axis, [&](int64_t plane, int64_t at, const Axis& az, const Axis& ay, const Axis& ax) {
-    window_max(x + plane * in_vol, p.in, az, ay, ax, &y[at], &yi[at]);
+  for_each_window(*in, p, o, axis, [&](const float* xp, int64_t at, const Axis& az, const Axis& ay, const Axis& ax) {
+    window_max(xp, p.in, az, ay, ax, &y[at], &yi[at]);
   });
   return Error::Ok;
 }

@@ -364,11 +364,8 @@ Error logical_not(KernelRuntimeContext&, Args args) {
 
 // masked_fill.Scalar / masked_fill.Tensor(self, mask, value): where(mask, value, self).
 Error masked_fill(Args args, const char* op) {
-  ET_TRY(check_count(args, 4, op));
   Tensor *self, *mask, *out;
-  ET_TRY(tensor_at(args, 0, op, &self));
-  ET_TRY(tensor_at(args, 1, op, &mask));
-  ET_TRY(tensor_at(args, 3, op, &out));
+  ET_TRY(read_args(args, op, 4, at(0, &self), at(1, &mask), at(3, &out)));
   ET_TRY(check_dtype(*mask, ScalarType::Bool, op, "mask"));
   KCHECK(is_supported_dtype(self->scalar_type()) && out->scalar_type() == self->scalar_type(), "%s: dtype mismatch",
          op);
@@ -403,11 +400,8 @@ Error masked_fill_tensor(KernelRuntimeContext&, Args args) { return masked_fill(
 // copy(self, src, non_blocking): src broadcast to self's shape, in self's dtype.
 Error copy(KernelRuntimeContext&, Args args) {
   const char* op = "aten::copy";
-  ET_TRY(check_count(args, 4, op));
   Tensor *self, *src, *out;
-  ET_TRY(tensor_at(args, 0, op, &self));
-  ET_TRY(tensor_at(args, 1, op, &src));
-  ET_TRY(tensor_at(args, 3, op, &out));
+  ET_TRY(read_args(args, op, 4, at(0, &self), at(1, &src), at(3, &out)));
   KCHECK(same_shape(*self, *out) && self->scalar_type() == out->scalar_type(), "%s: output mismatch", op);
   KCHECK(is_supported_dtype(src->scalar_type()) && is_supported_dtype(out->scalar_type()), "%s: unsupported dtype", op);
   if (same_shape(*src, *out) && src->scalar_type() == out->scalar_type()) {

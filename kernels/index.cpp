@@ -162,12 +162,9 @@ Error roll(KernelRuntimeContext&, Args args) {
 enum class Pad { Constant, Reflect, Replicate, Circular };
 
 Error pad(Args args, const char* op, size_t count, Pad mode) {
-  ET_TRY(check_count(args, count, op));
   Tensor *in, *out;
-  ET_TRY(tensor_at(args, 0, op, &in));
-  ET_TRY(tensor_at(args, count - 1, op, &out));
   Span<const int64_t> p;
-  ET_TRY(int_list_at(args, 1, op, &p));
+  ET_TRY(read_args(args, op, count, at(0, &in), at(count - 1, &out), at(1, &p)));
   ET_TRY(same_dtype(*in, *out, op));
   KCHECK(p.size() % 2 == 0 && static_cast<int>(p.size() / 2) <= in->dim() && out->dim() == in->dim(),
          "%s: %zu padding values for a rank-%d input", op, p.size(), in->dim());
@@ -334,10 +331,8 @@ Error indexed_shape(const Tensor& self, const AdvancedIndex& ix, int64_t* sizes,
 // index.Tensor(self, indices)
 Error index(KernelRuntimeContext&, Args args) {
   const char* op = "aten::index.Tensor";
-  ET_TRY(check_count(args, 3, op));
   Tensor *self, *out;
-  ET_TRY(tensor_at(args, 0, op, &self));
-  ET_TRY(tensor_at(args, 2, op, &out));
+  ET_TRY(input_output(args, 3, op, &self, &out));
   ET_TRY(same_dtype(*self, *out, op));
   AdvancedIndex ix;
   ET_TRY(parse_indices(*self, *args[1], op, &ix));
@@ -354,13 +349,9 @@ Error index(KernelRuntimeContext&, Args args) {
 // index_put(self, indices, values, accumulate): a copy of self with values (broadcast) put there.
 Error index_put(KernelRuntimeContext&, Args args) {
   const char* op = "aten::index_put";
-  ET_TRY(check_count(args, 5, op));
   Tensor *self, *values, *out;
-  ET_TRY(tensor_at(args, 0, op, &self));
-  ET_TRY(tensor_at(args, 2, op, &values));
-  ET_TRY(tensor_at(args, 4, op, &out));
   int64_t accumulate;
-  ET_TRY(int_at(args, 3, op, &accumulate));
+  ET_TRY(read_args(args, op, 5, at(0, &self), at(2, &values), at(4, &out), at(3, &accumulate)));
   ET_TRY(same_dtype(*self, *out, op));
   KCHECK(same_shape(*self, *out) && is_supported_dtype(values->scalar_type()), "%s: output mismatch", op);
   AdvancedIndex ix;
@@ -387,13 +378,9 @@ Error index_put(KernelRuntimeContext&, Args args) {
 // index_select(self, dim, index)
 Error index_select(KernelRuntimeContext&, Args args) {
   const char* op = "aten::index_select";
-  ET_TRY(check_count(args, 4, op));
   Tensor *self, *idx, *out;
-  ET_TRY(tensor_at(args, 0, op, &self));
-  ET_TRY(tensor_at(args, 2, op, &idx));
-  ET_TRY(tensor_at(args, 3, op, &out));
   int64_t dim;
-  ET_TRY(int_at(args, 1, op, &dim));
+  ET_TRY(read_args(args, op, 4, at(0, &self), at(2, &idx), at(3, &out), at(1, &dim)));
   ET_TRY(normalize_dim(dim, self->dim(), op, &dim));
   ET_TRY(integer_index(*idx, op));
   ET_TRY(same_dtype(*self, *out, op));
@@ -419,13 +406,9 @@ Error index_select(KernelRuntimeContext&, Args args) {
 // gather(self, dim, index, sparse_grad): out[..i..] = self[.. index[..i..] ..] along dim.
 Error gather(KernelRuntimeContext&, Args args) {
   const char* op = "aten::gather";
-  ET_TRY(check_count(args, 5, op));
   Tensor *self, *idx, *out;
-  ET_TRY(tensor_at(args, 0, op, &self));
-  ET_TRY(tensor_at(args, 2, op, &idx));
-  ET_TRY(tensor_at(args, 4, op, &out));
   int64_t dim;
-  ET_TRY(int_at(args, 1, op, &dim));
+  ET_TRY(read_args(args, op, 5, at(0, &self), at(2, &idx), at(4, &out), at(1, &dim)));
   ET_TRY(normalize_dim(dim, self->dim(), op, &dim));
   ET_TRY(integer_index(*idx, op));
   ET_TRY(same_dtype(*self, *out, op));
@@ -453,11 +436,8 @@ Error gather(KernelRuntimeContext&, Args args) {
 // scatter.src(self, dim, index, src) / scatter.value(self, dim, index, value): a copy of self with
 // self[.. index[..i..] ..] = src[..i..] along dim.
 Error scatter(Args args, const char* op) {
-  ET_TRY(check_count(args, 5, op));
   Tensor *self, *idx, *out, *src = nullptr;
-  ET_TRY(tensor_at(args, 0, op, &self));
-  ET_TRY(tensor_at(args, 2, op, &idx));
-  ET_TRY(tensor_at(args, 4, op, &out));
+  ET_TRY(read_args(args, op, 5, at(0, &self), at(2, &idx), at(4, &out)));
   double value = 0;
   if (args[3]->is_tensor()) {
     ET_TRY(tensor_at(args, 3, op, &src));
@@ -534,13 +514,9 @@ Error embed(const Tensor& self, const Tensor& src, const Tensor& out, int64_t di
 
 Error slice_scatter(KernelRuntimeContext&, Args args) {
   const char* op = "aten::slice_scatter";
-  ET_TRY(check_count(args, 7, op));
   Tensor *self, *src, *out;
-  ET_TRY(tensor_at(args, 0, op, &self));
-  ET_TRY(tensor_at(args, 1, op, &src));
-  ET_TRY(tensor_at(args, 6, op, &out));
   int64_t dim, start = 0, step;
-  ET_TRY(int_at(args, 2, op, &dim));
+  ET_TRY(read_args(args, op, 7, at(0, &self), at(1, &src), at(6, &out), at(2, &dim)));
   KCHECK(self->dim() > 0, "%s: 0-D self", op);
   ET_TRY(normalize_dim(dim, self->dim(), op, &dim));
   if (!args[3]->is_none()) ET_TRY(int_at(args, 3, op, &start));
@@ -554,14 +530,9 @@ Error slice_scatter(KernelRuntimeContext&, Args args) {
 
 Error select_scatter(KernelRuntimeContext&, Args args) {
   const char* op = "aten::select_scatter";
-  ET_TRY(check_count(args, 5, op));
   Tensor *self, *src, *out;
-  ET_TRY(tensor_at(args, 0, op, &self));
-  ET_TRY(tensor_at(args, 1, op, &src));
-  ET_TRY(tensor_at(args, 4, op, &out));
   int64_t dim, index;
-  ET_TRY(int_at(args, 2, op, &dim));
-  ET_TRY(int_at(args, 3, op, &index));
+  ET_TRY(read_args(args, op, 5, at(0, &self), at(1, &src), at(4, &out), at(2, &dim), at(3, &index)));
   KCHECK(self->dim() > 0, "%s: 0-D self", op);
   ET_TRY(normalize_dim(dim, self->dim(), op, &dim));
   const int64_t size = self->size(static_cast<int>(dim));

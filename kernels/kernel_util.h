@@ -42,13 +42,6 @@ inline Error tensor_at(Args args, size_t i, const char* op, Tensor** out) {
   return Error::Ok;
 }
 
-// A kernel of `n` arguments whose first is its input and last its output, both CPU tensors.
-inline Error input_output(Args args, size_t n, const char* op, Tensor** in, Tensor** out) {
-  ET_TRY(check_count(args, n, op));
-  ET_TRY(tensor_at(args, 0, op, in));
-  return tensor_at(args, n - 1, op, out);
-}
-
 inline Error int_at(Args args, size_t i, const char* op, int64_t* out) {
   KCHECK(i < args.size() && (args[i]->is_int() || args[i]->is_bool()), "%s: argument %zu must be an int", op, i);
   *out = args[i]->is_int() ? args[i]->to_int() : args[i]->to_bool();
@@ -65,6 +58,53 @@ inline Error int_list_at(Args args, size_t i, const char* op, Span<const int64_t
   KCHECK(i < args.size() && args[i]->is_int_list(), "%s: argument %zu must be an int list", op, i);
   *out = args[i]->to_int_list();
   return Error::Ok;
+}
+
+// Argument `index` of a kernel, read into *out by read_args: at(5, &values) with a Tensor*,
+// int64_t, double or Span<const int64_t> (an int list) destination.
+template <typename T>
+struct ArgAt {
+  size_t index;
+  T* out;
+};
+template <typename T>
+ArgAt<T> at(size_t index, T* out) {
+  return {index, out};
+}
+inline Error read_arg(Args args, const char* op, ArgAt<Tensor*> a) { return tensor_at(args, a.index, op, a.out); }
+inline Error read_arg(Args args, const char* op, ArgAt<int64_t> a) { return int_at(args, a.index, op, a.out); }
+inline Error read_arg(Args args, const char* op, ArgAt<double> a) { return double_at(args, a.index, op, a.out); }
+inline Error read_arg(Args args, const char* op, ArgAt<Span<const int64_t>> a) {
+  return int_list_at(args, a.index, op, a.out);
+}
+
+// A tensor argument that may be None: *out is then nullptr.
+struct OptionalTensorAt {
+  size_t index;
+  Tensor** out;
+};
+inline OptionalTensorAt optional_at(size_t index, Tensor** out) { return {index, out}; }
+inline Error read_arg(Args args, const char* op, OptionalTensorAt a) {
+  if (a.index < args.size() && args[a.index]->is_none()) {
+    *a.out = nullptr;
+    return Error::Ok;
+  }
+  return tensor_at(args, a.index, op, a.out);
+}
+
+// Checks that operator `op` has `n` arguments, then reads those named (at(), optional_at()), in
+// order: the first of the wrong kind is the error.
+template <typename... A>
+Error read_args(Args args, const char* op, size_t n, A... wanted) {
+  ET_TRY(check_count(args, n, op));
+  Error e = Error::Ok;
+  (void)(((e = read_arg(args, op, wanted)) == Error::Ok) && ...);
+  return e;
+}
+
+// A kernel of `n` arguments whose first is its input and last its output, both CPU tensors.
+inline Error input_output(Args args, size_t n, const char* op, Tensor** in, Tensor** out) {
+  return read_args(args, op, n, at(0, in), at(n - 1, out));
 }
 
 // Wraps a negative dimension; error when out of range.
@@ -193,10 +233,8 @@ inline void for_each_broadcast(const Tensor& out, const int64_t (&strides)[N][ru
 // (integers, float16, bfloat16, float64) through double. f is generic in its argument type.
 template <typename F>
 inline Error unary(Args args, const char* op, size_t n, F f) {
-  ET_TRY(check_count(args, n, op));
   Tensor *in, *out;
-  ET_TRY(tensor_at(args, 0, op, &in));
-  ET_TRY(tensor_at(args, n - 1, op, &out));
+  ET_TRY(input_output(args, n, op, &in, &out));
   KCHECK(is_supported_dtype(in->scalar_type()) && is_supported_dtype(out->scalar_type()),
          "%s: dtype %s is not supported", op, runtime::to_string(in->scalar_type()));
   ET_TRY(check_numel(*out, in->numel(), op, "output"));

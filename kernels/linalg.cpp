@@ -29,11 +29,8 @@ Error check_out(const Tensor& out, std::initializer_list<int64_t> sizes, const c
 
 Error mm(KernelRuntimeContext&, Args args) {
   const char* op = "aten::mm";
-  ET_TRY(check_count(args, 3, op));
   Tensor *a, *b, *out;
-  ET_TRY(tensor_at(args, 0, op, &a));
-  ET_TRY(tensor_at(args, 1, op, &b));
-  ET_TRY(tensor_at(args, 2, op, &out));
+  ET_TRY(read_args(args, op, 3, at(0, &a), at(1, &b), at(2, &out)));
   ET_TRY(check_matrix(*a, 2, op, "self"));
   ET_TRY(check_matrix(*b, 2, op, "mat2"));
   const int64_t m = a->size(0), k = a->size(1), n = b->size(1);
@@ -46,11 +43,8 @@ Error mm(KernelRuntimeContext&, Args args) {
 
 Error bmm(KernelRuntimeContext&, Args args) {
   const char* op = "aten::bmm";
-  ET_TRY(check_count(args, 3, op));
   Tensor *a, *b, *out;
-  ET_TRY(tensor_at(args, 0, op, &a));
-  ET_TRY(tensor_at(args, 1, op, &b));
-  ET_TRY(tensor_at(args, 2, op, &out));
+  ET_TRY(read_args(args, op, 3, at(0, &a), at(1, &b), at(2, &out)));
   ET_TRY(check_matrix(*a, 3, op, "self"));
   ET_TRY(check_matrix(*b, 3, op, "mat2"));
   const int64_t batch = a->size(0), m = a->size(1), k = a->size(2), n = b->size(2);
@@ -68,15 +62,9 @@ Error bmm(KernelRuntimeContext&, Args args) {
 // addmm(self, mat1, mat2, beta, alpha) = beta * self + alpha * (mat1 @ mat2); self broadcasts.
 Error addmm(KernelRuntimeContext&, Args args) {
   const char* op = "aten::addmm";
-  ET_TRY(check_count(args, 6, op));
   Tensor *bias, *a, *b, *out;
-  ET_TRY(tensor_at(args, 0, op, &bias));
-  ET_TRY(tensor_at(args, 1, op, &a));
-  ET_TRY(tensor_at(args, 2, op, &b));
-  ET_TRY(tensor_at(args, 5, op, &out));
   double beta, alpha;
-  ET_TRY(double_at(args, 3, op, &beta));
-  ET_TRY(double_at(args, 4, op, &alpha));
+  ET_TRY(read_args(args, op, 6, at(0, &bias), at(1, &a), at(2, &b), at(5, &out), at(3, &beta), at(4, &alpha)));
   ET_TRY(check_dtype(*bias, ScalarType::Float, op, "self"));
   ET_TRY(check_matrix(*a, 2, op, "mat1"));
   ET_TRY(check_matrix(*b, 2, op, "mat2"));
@@ -118,13 +106,8 @@ constexpr int64_t kMaxInt8Depth = (int64_t{1} << 31) / (127 * 127);
 
 Error int8_linear(KernelRuntimeContext&, Args args) {
   const char* op = "executorch::int8_linear";
-  ET_TRY(check_count(args, 5, op));
   Tensor *x = nullptr, *w = nullptr, *scale = nullptr, *out = nullptr, *bias = nullptr;
-  ET_TRY(tensor_at(args, 0, op, &x));
-  ET_TRY(tensor_at(args, 1, op, &w));
-  ET_TRY(tensor_at(args, 2, op, &scale));
-  if (!args[3]->is_none()) ET_TRY(tensor_at(args, 3, op, &bias));
-  ET_TRY(tensor_at(args, 4, op, &out));
+  ET_TRY(read_args(args, op, 5, at(0, &x), at(1, &w), at(2, &scale), optional_at(3, &bias), at(4, &out)));
   ET_TRY(check_dtype(*x, ScalarType::Float, op, "input"));
   ET_TRY(check_dtype(*w, ScalarType::Char, op, "weight"));
   ET_TRY(check_dtype(*scale, ScalarType::Float, op, "scale"));
@@ -176,15 +159,10 @@ constexpr int64_t kInt4Block = 256;   // weight rows expanded per GEMM
 
 Error int4_linear(KernelRuntimeContext&, Args args) {
   const char* op = "executorch::int4_linear";
-  ET_TRY(check_count(args, 6, op));
   Tensor *x = nullptr, *w = nullptr, *scales = nullptr, *bias = nullptr, *out = nullptr;
   int64_t group = 0;
-  ET_TRY(tensor_at(args, 0, op, &x));
-  ET_TRY(tensor_at(args, 1, op, &w));
-  ET_TRY(tensor_at(args, 2, op, &scales));
-  ET_TRY(int_at(args, 3, op, &group));
-  if (!args[4]->is_none()) ET_TRY(tensor_at(args, 4, op, &bias));
-  ET_TRY(tensor_at(args, 5, op, &out));
+  ET_TRY(
+      read_args(args, op, 6, at(0, &x), at(1, &w), at(2, &scales), at(3, &group), optional_at(4, &bias), at(5, &out)));
   ET_TRY(check_dtype(*x, ScalarType::Float, op, "input"));
   ET_TRY(check_dtype(*w, ScalarType::Byte, op, "packed weight"));
   ET_TRY(check_dtype(*scales, ScalarType::Float, op, "scales"));

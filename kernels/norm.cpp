@@ -54,18 +54,11 @@ Error log_softmax(KernelRuntimeContext&, Args args) { return softmax_impl(args, 
 // native_layer_norm(input, normalized_shape, weight?, bias?, eps) -> (out, mean, rstd)
 Error layer_norm(KernelRuntimeContext&, Args args) {
   const char* op = "aten::native_layer_norm";
-  ET_TRY(check_count(args, 8, op));
   Tensor *in, *out, *mean, *rstd, *w = nullptr, *b = nullptr;
-  ET_TRY(tensor_at(args, 0, op, &in));
   Span<const int64_t> shape;
-  ET_TRY(int_list_at(args, 1, op, &shape));
-  if (!args[2]->is_none()) ET_TRY(tensor_at(args, 2, op, &w));
-  if (!args[3]->is_none()) ET_TRY(tensor_at(args, 3, op, &b));
   double eps;
-  ET_TRY(double_at(args, 4, op, &eps));
-  ET_TRY(tensor_at(args, 5, op, &out));
-  ET_TRY(tensor_at(args, 6, op, &mean));
-  ET_TRY(tensor_at(args, 7, op, &rstd));
+  ET_TRY(read_args(args, op, 8, at(0, &in), at(1, &shape), optional_at(2, &w), optional_at(3, &b), at(4, &eps),
+                   at(5, &out), at(6, &mean), at(7, &rstd)));
   KCHECK(shape.size() >= 1 && static_cast<int>(shape.size()) <= in->dim(), "%s: bad normalized_shape", op);
   int64_t inner = 1;
   for (size_t i = 0; i < shape.size(); ++i) {
@@ -111,16 +104,10 @@ Error layer_norm(KernelRuntimeContext&, Args args) {
 // eps) -> (out, save_mean, save_invstd); the last two are empty in inference.
 Error batch_norm(KernelRuntimeContext&, Args args) {
   const char* op = "aten::_native_batch_norm_legit_no_training";
-  ET_TRY(check_count(args, 10, op));
   Tensor *in, *rm, *rv, *out, *w = nullptr, *b = nullptr;
-  ET_TRY(tensor_at(args, 0, op, &in));
-  if (!args[1]->is_none()) ET_TRY(tensor_at(args, 1, op, &w));
-  if (!args[2]->is_none()) ET_TRY(tensor_at(args, 2, op, &b));
-  ET_TRY(tensor_at(args, 3, op, &rm));
-  ET_TRY(tensor_at(args, 4, op, &rv));
   double eps;
-  ET_TRY(double_at(args, 6, op, &eps));
-  ET_TRY(tensor_at(args, 7, op, &out));
+  ET_TRY(read_args(args, op, 10, at(0, &in), optional_at(1, &w), optional_at(2, &b), at(3, &rm), at(4, &rv),
+                   at(6, &eps), at(7, &out)));
   KCHECK(in->dim() >= 2, "%s: input needs a channel dimension", op);
   KCHECK(same_shape(*in, *out), "%s: output shape differs from input", op);
   const int64_t c = in->size(1);
@@ -150,21 +137,11 @@ Error batch_norm(KernelRuntimeContext&, Args args) {
 // native_group_norm(input, weight?, bias?, N, C, HxW, group, eps) -> (out, mean [N, group], rstd)
 Error group_norm(KernelRuntimeContext&, Args args) {
   const char* op = "aten::native_group_norm";
-  ET_TRY(check_count(args, 11, op));
   Tensor *in, *out, *mean, *rstd, *weight = nullptr, *bias = nullptr;
-  ET_TRY(tensor_at(args, 0, op, &in));
-  if (!args[1]->is_none()) ET_TRY(tensor_at(args, 1, op, &weight));
-  if (!args[2]->is_none()) ET_TRY(tensor_at(args, 2, op, &bias));
-  ET_TRY(tensor_at(args, 8, op, &out));
-  ET_TRY(tensor_at(args, 9, op, &mean));
-  ET_TRY(tensor_at(args, 10, op, &rstd));
   int64_t n, c, hw, groups;
   double eps;
-  ET_TRY(int_at(args, 3, op, &n));
-  ET_TRY(int_at(args, 4, op, &c));
-  ET_TRY(int_at(args, 5, op, &hw));
-  ET_TRY(int_at(args, 6, op, &groups));
-  ET_TRY(double_at(args, 7, op, &eps));
+  ET_TRY(read_args(args, op, 11, at(0, &in), optional_at(1, &weight), optional_at(2, &bias), at(8, &out), at(9, &mean),
+                   at(10, &rstd), at(3, &n), at(4, &c), at(5, &hw), at(6, &groups), at(7, &eps)));
   for (const Tensor* t : {in, out, mean, rstd}) ET_TRY(check_dtype(*t, ScalarType::Float, op, "tensor"));
   KCHECK(n >= 0 && c > 0 && hw >= 0 && groups > 0 && c % groups == 0, "%s: %lld channels do not split into %lld groups",
          op, static_cast<long long>(c), static_cast<long long>(groups));
@@ -211,16 +188,10 @@ Error group_norm(KernelRuntimeContext&, Args args) {
 // dimensions (instance norm reaches here with the batch folded into the channels).
 Error batch_norm_batch_stats(KernelRuntimeContext&, Args args) {
   const char* op = "aten::_native_batch_norm_legit.no_stats";
-  ET_TRY(check_count(args, 9, op));
   Tensor *in, *out, *mean, *rstd, *weight = nullptr, *bias = nullptr;
-  ET_TRY(tensor_at(args, 0, op, &in));
-  if (!args[1]->is_none()) ET_TRY(tensor_at(args, 1, op, &weight));
-  if (!args[2]->is_none()) ET_TRY(tensor_at(args, 2, op, &bias));
-  ET_TRY(tensor_at(args, 6, op, &out));
-  ET_TRY(tensor_at(args, 7, op, &mean));
-  ET_TRY(tensor_at(args, 8, op, &rstd));
   double eps;
-  ET_TRY(double_at(args, 5, op, &eps));
+  ET_TRY(read_args(args, op, 9, at(0, &in), optional_at(1, &weight), optional_at(2, &bias), at(6, &out), at(7, &mean),
+                   at(8, &rstd), at(5, &eps)));
   for (const Tensor* t : {in, out, mean, rstd}) ET_TRY(check_dtype(*t, ScalarType::Float, op, "tensor"));
   KCHECK(in->dim() >= 2 && same_shape(*in, *out), "%s: input needs a channel dimension", op);
   const int64_t n = in->size(0), c = in->size(1), inner = n * c == 0 ? 0 : in->numel() / (n * c);

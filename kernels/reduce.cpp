@@ -17,10 +17,8 @@ enum class Reduce { Sum, Mean, Prod, Max, Min, Any, All, ArgMax, ArgMin, Var, No
 // op(self, dims?, keepdim, ...) -> out; `dims` empty or None means every dimension.
 // `param` is the correction of Var and the order of Norm.
 Error reduce(Args args, const char* op, size_t count, Reduce kind, double param = 0) {
-  ET_TRY(check_count(args, count, op));
   Tensor *in, *out;
-  ET_TRY(tensor_at(args, 0, op, &in));
-  ET_TRY(tensor_at(args, count - 1, op, &out));
+  ET_TRY(input_output(args, count, op, &in, &out));
   bool reduced[runtime::kTensorDimensionLimit] = {};
   if (args[1]->is_none() || (args[1]->is_int_list() && args[1]->to_int_list().size() == 0)) {
     for (int d = 0; d < in->dim(); ++d) reduced[d] = true;
@@ -191,9 +189,8 @@ Error var(KernelRuntimeContext&, Args args) {
 // linalg_vector_norm(self, ord, dim?, keepdim, dtype?)
 Error vector_norm(KernelRuntimeContext&, Args args) {
   const char* op = "aten::linalg_vector_norm";
-  ET_TRY(check_count(args, 6, op));
   double ord;
-  ET_TRY(double_at(args, 1, op, &ord));
+  ET_TRY(read_args(args, op, 6, at(1, &ord)));
   EValue* patched[6] = {args[0], args[2], args[3], args[4], args[4], args[5]};
   return reduce(Args(patched, 6), op, 6, Reduce::Norm, ord);
 }
@@ -258,29 +255,19 @@ Error order(const Tensor& in, Tensor& values, Tensor& indices, int64_t dim, int6
 
 Error topk(KernelRuntimeContext&, Args args) {
   const char* op = "aten::topk";
-  ET_TRY(check_count(args, 7, op));
   Tensor *in, *values, *indices;
-  ET_TRY(tensor_at(args, 0, op, &in));
-  ET_TRY(tensor_at(args, 5, op, &values));
-  ET_TRY(tensor_at(args, 6, op, &indices));
   int64_t k, dim, largest;
-  ET_TRY(int_at(args, 1, op, &k));
-  ET_TRY(int_at(args, 2, op, &dim));
-  ET_TRY(int_at(args, 3, op, &largest));
+  ET_TRY(read_args(args, op, 7, at(0, &in), at(5, &values), at(6, &indices), at(1, &k), at(2, &dim), at(3, &largest)));
   ET_TRY(normalize_dim(dim, in->dim(), op, &dim));
   return order(*in, *values, *indices, dim, k, largest != 0, op);
 }
 
 // sort(self, dim, descending) and sort.stable(self, stable?, dim, descending)
 Error sort_at(Args args, const char* op, size_t count, size_t dim_at) {
-  ET_TRY(check_count(args, count, op));
   Tensor *in, *values, *indices;
-  ET_TRY(tensor_at(args, 0, op, &in));
-  ET_TRY(tensor_at(args, count - 2, op, &values));
-  ET_TRY(tensor_at(args, count - 1, op, &indices));
   int64_t dim, descending;
-  ET_TRY(int_at(args, dim_at, op, &dim));
-  ET_TRY(int_at(args, dim_at + 1, op, &descending));
+  ET_TRY(read_args(args, op, count, at(0, &in), at(count - 2, &values), at(count - 1, &indices), at(dim_at, &dim),
+                   at(dim_at + 1, &descending)));
   ET_TRY(normalize_dim(dim, in->dim(), op, &dim));
   return order(*in, *values, *indices, dim, in->dim() == 0 ? 1 : in->size(static_cast<int>(dim)), descending != 0, op);
 }

@@ -46,10 +46,8 @@ void cubic_weights(double t, double w[4]) {
 Error upsample(Args args, const char* op, Mode mode) {
   const bool has_align = mode == Mode::Bilinear || mode == Mode::Bicubic;
   const size_t count = has_align ? 5 : 4;
-  ET_TRY(check_count(args, count, op));
   Tensor *in, *out;
-  ET_TRY(tensor_at(args, 0, op, &in));
-  ET_TRY(tensor_at(args, count - 1, op, &out));
+  ET_TRY(input_output(args, count, op, &in, &out));
   int64_t align = 0;
   if (has_align) ET_TRY(int_at(args, 2, op, &align));
   double scales[2] = {0, 0};
@@ -158,15 +156,9 @@ double pad_coordinate(double x, int64_t size, GridPad pad, bool align_corners) {
 // samples input[n, c] at grid[n, i, j] = (x, y) in [-1, 1]; bilinear (0), nearest (1) or bicubic (2).
 Error grid_sampler_2d(KernelRuntimeContext&, Args args) {
   const char* op = "aten::grid_sampler_2d";
-  ET_TRY(check_count(args, 6, op));
   Tensor *in, *grid, *out;
-  ET_TRY(tensor_at(args, 0, op, &in));
-  ET_TRY(tensor_at(args, 1, op, &grid));
-  ET_TRY(tensor_at(args, 5, op, &out));
   int64_t mode, padding, align;
-  ET_TRY(int_at(args, 2, op, &mode));
-  ET_TRY(int_at(args, 3, op, &padding));
-  ET_TRY(int_at(args, 4, op, &align));
+  ET_TRY(read_args(args, op, 6, at(0, &in), at(1, &grid), at(5, &out), at(2, &mode), at(3, &padding), at(4, &align)));
   KCHECK(mode >= 0 && mode <= 2 && padding >= 0 && padding <= 2, "%s: unknown interpolation or padding mode", op);
   for (const Tensor* t : {in, grid, out}) ET_TRY(check_dtype(*t, ScalarType::Float, op, "tensor"));
   KCHECK(in->dim() == 4 && grid->dim() == 4 && grid->size(0) == in->size(0) && grid->size(3) == 2,

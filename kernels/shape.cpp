@@ -11,10 +11,8 @@ namespace {
 
 // Same elements, new shape: view/_unsafe_view/reshape/unsqueeze/squeeze/alias.
 Error same_data(Args args, const char* op, size_t count) {
-  ET_TRY(check_count(args, count, op));
   Tensor *in, *out;
-  ET_TRY(tensor_at(args, 0, op, &in));
-  ET_TRY(tensor_at(args, count - 1, op, &out));
+  ET_TRY(input_output(args, count, op, &in, &out));
   KCHECK(in->scalar_type() == out->scalar_type(), "%s: dtype changes", op);
   ET_TRY(check_numel(*out, in->numel(), op, "output"));
   if (in->nbytes() && in->const_data_ptr() != out->const_data_ptr()) {
@@ -230,11 +228,8 @@ Error cat(KernelRuntimeContext&, Args args) {
 // embedding(weight, indices, padding_idx, scale_grad_by_freq, sparse)
 Error embedding(KernelRuntimeContext&, Args args) {
   const char* op = "aten::embedding";
-  ET_TRY(check_count(args, 6, op));
   Tensor *w, *idx, *out;
-  ET_TRY(tensor_at(args, 0, op, &w));
-  ET_TRY(tensor_at(args, 1, op, &idx));
-  ET_TRY(tensor_at(args, 5, op, &out));
+  ET_TRY(read_args(args, op, 6, at(0, &w), at(1, &idx), at(5, &out)));
   int64_t padding_idx = 0;  // only affects gradients
   ET_TRY(int_at(args, 2, op, &padding_idx));
   KCHECK(w->dim() == 2, "%s: weight must be 2-D", op);
