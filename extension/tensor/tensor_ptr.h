@@ -2,6 +2,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <type_traits>
 #include <vector>
 
 #include <executorch/runtime/core/scalar_type.h>
@@ -15,36 +16,26 @@ namespace extension {
 // around cheaply; the Tensor it points to is what Method::set_input and Module::forward take.
 using TensorPtr = std::shared_ptr<runtime::Tensor>;
 
+namespace internal {
+// The position of T among Types; a type not among them fails to compile.
+template <typename T, typename First, typename... Rest>
+constexpr int index_of() {
+  if constexpr (std::is_same_v<T, First>) {
+    return 0;
+  } else {
+    return 1 + index_of<T, Rest...>();
+  }
+}
+}  // namespace internal
+
+// The ScalarType of a C++ element type (float, double, int64_t, int32_t, int8_t, uint8_t, bool).
 template <typename T>
-struct scalar_type_of;
-template <>
-struct scalar_type_of<float> {
-  static constexpr auto value = runtime::ScalarType::Float;
-};
-template <>
-struct scalar_type_of<double> {
-  static constexpr auto value = runtime::ScalarType::Double;
-};
-template <>
-struct scalar_type_of<int64_t> {
-  static constexpr auto value = runtime::ScalarType::Long;
-};
-template <>
-struct scalar_type_of<int32_t> {
-  static constexpr auto value = runtime::ScalarType::Int;
-};
-template <>
-struct scalar_type_of<int8_t> {
-  static constexpr auto value = runtime::ScalarType::Char;
-};
-template <>
-struct scalar_type_of<uint8_t> {
-  static constexpr auto value = runtime::ScalarType::Byte;
-};
-template <>
-struct scalar_type_of<bool> {
-  static constexpr auto value = runtime::ScalarType::Bool;
-};
+constexpr runtime::ScalarType scalar_type_of() {
+  using runtime::ScalarType;
+  constexpr ScalarType kTypes[] = {ScalarType::Float, ScalarType::Double, ScalarType::Long, ScalarType::Int,
+                                   ScalarType::Char,  ScalarType::Byte,   ScalarType::Bool};
+  return kTypes[internal::index_of<T, float, double, int64_t, int32_t, int8_t, uint8_t, bool>()];
+}
 
 // Wraps memory the caller owns (CPU, or CUDA memory with device = {DeviceType::CUDA, index}).
 EXECUTORCH_API TensorPtr make_tensor_ptr(std::vector<int64_t> sizes, void* data, runtime::ScalarType type,
@@ -53,7 +44,7 @@ EXECUTORCH_API TensorPtr make_tensor_ptr(std::vector<int64_t> sizes, void* data,
 // Wraps typed memory the caller owns, e.g. a float* into host or device memory.
 template <typename T>
 TensorPtr make_tensor_ptr(std::vector<int64_t> sizes, T* data, runtime::Device device = {}) {
-  return make_tensor_ptr(std::move(sizes), static_cast<void*>(data), scalar_type_of<T>::value, device);
+  return make_tensor_ptr(std::move(sizes), static_cast<void*>(data), scalar_type_of<T>(), device);
 }
 
 // Owns `data` (moved in); its size must match the shape, else the result is null.
@@ -64,7 +55,7 @@ template <typename T>
 TensorPtr make_tensor_ptr(std::vector<int64_t> sizes, std::vector<T> data) {
   std::vector<uint8_t> bytes(reinterpret_cast<const uint8_t*>(data.data()),
                              reinterpret_cast<const uint8_t*>(data.data()) + data.size() * sizeof(T));
-  return make_tensor_ptr_owning(std::move(sizes), std::move(bytes), scalar_type_of<T>::value);
+  return make_tensor_ptr_owning(std::move(sizes), std::move(bytes), scalar_type_of<T>());
 }
 
 }  // namespace extension

@@ -18,36 +18,11 @@ class EValue {
   explicit EValue(double v) : tag_(Tag::Double) { payload_.d = v; }
   explicit EValue(bool v) : tag_(Tag::Bool) { payload_.b = v; }
   explicit EValue(const Tensor& t) : tag_(Tag::Tensor) { payload_.t = t; }
-  static EValue string(const char* s, size_t n) {
-    EValue e;
-    e.tag_ = Tag::String;
-    e.payload_.s = Span<const char>(s, n);
-    return e;
-  }
-  static EValue int_list(Span<const int64_t> v) {
-    EValue e;
-    e.tag_ = Tag::IntList;
-    e.payload_.il = v;
-    return e;
-  }
-  static EValue double_list(Span<const double> v) {
-    EValue e;
-    e.tag_ = Tag::DoubleList;
-    e.payload_.dl = v;
-    return e;
-  }
-  static EValue bool_list(Span<const bool> v) {
-    EValue e;
-    e.tag_ = Tag::BoolList;
-    e.payload_.bl = v;
-    return e;
-  }
-  static EValue tensor_list(Span<EValue* const> v) {
-    EValue e;
-    e.tag_ = Tag::TensorList;
-    e.payload_.tl = v;
-    return e;
-  }
+  static EValue string(const char* s, size_t n) { return tagged(Tag::String, &Payload::s, Span<const char>(s, n)); }
+  static EValue int_list(Span<const int64_t> v) { return tagged(Tag::IntList, &Payload::il, v); }
+  static EValue double_list(Span<const double> v) { return tagged(Tag::DoubleList, &Payload::dl, v); }
+  static EValue bool_list(Span<const bool> v) { return tagged(Tag::BoolList, &Payload::bl, v); }
+  static EValue tensor_list(Span<EValue* const> v) { return tagged(Tag::TensorList, &Payload::tl, v); }
 
   Tag tag() const { return tag_; }
   bool is_none() const { return tag_ == Tag::None; }
@@ -88,6 +63,15 @@ class EValue {
     Span<const bool> bl;
     Span<EValue* const> tl;
   } payload_;
+
+  // An EValue of `tag` holding v in the payload's `field`.
+  template <typename V>
+  static EValue tagged(Tag tag, V Payload::*field, V v) {
+    EValue e;
+    e.tag_ = tag;
+    e.payload_.*field = v;
+    return e;
+  }
 };
 
 }  // namespace runtime
