@@ -33,11 +33,6 @@ namespace executorch {
 namespace backends {
 namespace cuda {
 namespace {
-
-using runtime::Error;
-using runtime::EValue;
-using runtime::Span;
-using runtime::Tensor;
 namespace ecuda = extension::cuda;
 
 using DeviceBuffer = ecuda::DeviceMemory;

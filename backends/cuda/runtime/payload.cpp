@@ -18,11 +18,6 @@ namespace backends {
 namespace cuda {
 namespace {
 
-using runtime::Error;
-using runtime::EValue;
-using runtime::Span;
-using runtime::Tensor;
-
 // Windows, strides, paddings and dilations above this are refused (no real model comes close).
 constexpr int64_t kMaxWindow = int64_t{1} << 20;
 

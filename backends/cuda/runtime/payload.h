@@ -23,6 +23,11 @@ namespace executorch {
 namespace backends {
 namespace cuda {
 
+using runtime::Error;
+using runtime::EValue;
+using runtime::Span;
+using runtime::Tensor;
+
 enum class OpKind {
   Addmm,
   Mm,

@@ -68,7 +68,8 @@ struct AtenTensorOpaque {
 };
 
 struct CUDAGuardOpaque {
-  std::unique_ptr<ecuda::DeviceGuard> guard;
+  ecuda::DeviceGuard device;
+  explicit CUDAGuardOpaque(int device_index) : device(device_index) {}
 };
 
 struct CUDAStreamGuardOpaque {
@@ -83,6 +84,21 @@ namespace {
 AOTITorchError fail(const char* what) {
   (void)rt::set_error(rt::Error::InvalidArgument, "%s", what);
   return AOTI_TORCH_FAILURE;
+}
+
+// A guard G(args...) into *ret, which holds until it is deleted; `fn` names the call in failures.
+template <typename G, typename... Args>
+AOTITorchError new_guard(const char* fn, G** ret, Args... args) {
+  auto failed = [fn](const char* what) {
+    (void)rt::set_error(rt::Error::InvalidArgument, "%s: %s", fn, what);
+    return AOTI_TORCH_FAILURE;
+  };
+  if (ret == nullptr) return failed("null argument");
+  std::unique_ptr<G> g(new (std::nothrow) G(args...));
+  if (g == nullptr) return failed("out of host memory");
+  if (!g->device.ok()) return failed("no such CUDA device");
+  *ret = g.release();
+  return AOTI_TORCH_SUCCESS;
 }
 
 AOTITorchError cuda_fail(cudaError_t status, const char* what) {
@@ -251,16 +267,7 @@ AOTITorchError aoti_torch__reinterpret_tensor(AtenTensorHandle self, int64_t ndi
 }
 
 AOTITorchError aoti_torch_create_cuda_guard(int32_t device_index, CUDAGuardHandle* ret) {
-  if (ret == nullptr) return fail("aoti_torch_create_cuda_guard: null argument");
-  auto* g = new (std::nothrow) CUDAGuardOpaque();
-  if (g == nullptr) return fail("aoti_torch_create_cuda_guard: out of host memory");
-  g->guard = std::make_unique<ecuda::DeviceGuard>(device_index);
-  if (!g->guard->ok()) {
-    delete g;
-    return fail("aoti_torch_create_cuda_guard: no such CUDA device");
-  }
-  *ret = g;
-  return AOTI_TORCH_SUCCESS;
+  return new_guard("aoti_torch_create_cuda_guard", ret, device_index);
 }
 
 AOTITorchError aoti_torch_delete_cuda_guard(CUDAGuardHandle guard) {
@@ -275,15 +282,7 @@ AOTITorchError aoti_torch_cuda_guard_set_index(CUDAGuardHandle guard, int32_t de
 }
 
 AOTITorchError aoti_torch_create_cuda_stream_guard(void* stream, int32_t device_index, CUDAStreamGuardHandle* ret) {
-  if (ret == nullptr) return fail("aoti_torch_create_cuda_stream_guard: null argument");
-  auto* g = new (std::nothrow) CUDAStreamGuardOpaque(device_index, static_cast<cudaStream_t>(stream));
-  if (g == nullptr) return fail("aoti_torch_create_cuda_stream_guard: out of host memory");
-  if (!g->device.ok()) {
-    delete g;
-    return fail("aoti_torch_create_cuda_stream_guard: no such CUDA device");
-  }
-  *ret = g;
-  return AOTI_TORCH_SUCCESS;
+  return new_guard("aoti_torch_create_cuda_stream_guard", ret, device_index, static_cast<cudaStream_t>(stream));
 }
 
 AOTITorchError aoti_torch_delete_cuda_stream_guard(CUDAStreamGuardHandle guard) {
