@@ -15,26 +15,16 @@
 #include <string>
 #include <vector>
 
+#include <executorch/examples/common/cli.h>
 #include <executorch/extension/module/module.h>
 #include <executorch/extension/threadpool/threadpool.h>
 #include <executorch/runtime/core/log.h>
 
 namespace rt = executorch::runtime;
+using executorch::examples::fail;
+using executorch::examples::usage;
 
 namespace {
-
-int usage(const char* argv0) {
-  std::fprintf(stderr,
-               "usage: %s --model_path FILE.pte [--method NAME] [--input FILE]... [--fill zeros|ones|random]\n"
-               "          [--output_dir DIR] [--iterations N] [--threads N] [--print]\n",
-               argv0);
-  return 2;
-}
-
-int fail(const char* what, rt::Error e) {
-  std::fprintf(stderr, "error: %s: %s: %s\n", what, rt::to_string(e), rt::last_error_message());
-  return 1;
-}
 
 bool read_file(const std::string& path, std::vector<uint8_t>& out) {
   std::ifstream f(path, std::ios::binary);
@@ -61,6 +51,9 @@ void fill(const rt::Tensor& t, const std::string& how, std::mt19937& rng) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  constexpr const char* kOptions =
+      "--model_path FILE.pte [--method NAME] [--input FILE]... [--fill zeros|ones|random]\n"
+      "          [--output_dir DIR] [--iterations N] [--threads N] [--print]";
   std::string model, method_name = "forward", fill_mode = "ones", output_dir;
   std::vector<std::string> inputs;
   int iterations = 1;
@@ -74,7 +67,7 @@ int main(int argc, char** argv) {
       print = true;
       continue;
     }
-    if (!(v = next())) return usage(argv[0]);
+    if (!(v = next())) return usage(argv[0], kOptions);
     if (a == "--model_path")
       model = v;
     else if (a == "--method")
@@ -90,9 +83,10 @@ int main(int argc, char** argv) {
     else if (a == "--threads")
       threads = std::atol(v);
     else
-      return usage(argv[0]);
+      return usage(argv[0], kOptions);
   }
-  if (model.empty() || (fill_mode != "zeros" && fill_mode != "ones" && fill_mode != "random")) return usage(argv[0]);
+  if (model.empty() || (fill_mode != "zeros" && fill_mode != "ones" && fill_mode != "random"))
+    return usage(argv[0], kOptions);
   if (threads > 0) executorch::extension::threadpool::set_num_threads(static_cast<size_t>(threads));
 
   executorch::extension::Module module(model);

@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include <executorch/examples/common/cli.h>
 #include <executorch/extension/module/module.h>
 #include <executorch/extension/tensor/tensor.h>
 #include <executorch/extension/threadpool/threadpool.h>
@@ -24,28 +25,12 @@
 #include <executorch/runtime/core/log.h>
 
 namespace rt = executorch::runtime;
+using executorch::examples::fail;
+using executorch::examples::usage;
 using executorch::extension::make_tensor_ptr;
 using executorch::extension::Module;
 
 namespace {
-
-int usage(const char* argv0) {
-  std::fprintf(stderr,
-               "usage: %s --model_path FILE.pte --prompt ID,ID,... [--max_new_tokens N] [--temperature T]\n"
-               "          [--top_k K] [--top_p P] [--seed S] [--threads N]\n",
-               argv0);
-  return 2;
-}
-
-int fail(const char* what) {
-  std::fprintf(stderr, "error: %s\n", what);
-  return 1;
-}
-
-int fail(const char* what, rt::Error e) {
-  std::fprintf(stderr, "error: %s: %s: %s\n", what, rt::to_string(e), rt::last_error_message());
-  return 1;
-}
 
 // Whole-string parses (no glibc strto* : newer headers redirect those to symbols older systems lack).
 bool parse_int(const char* text, int64_t& out) {
@@ -149,13 +134,16 @@ int64_t pick(const std::vector<float>& logits, Sampling& s) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  constexpr const char* kOptions =
+      "--model_path FILE.pte --prompt ID,ID,... [--max_new_tokens N] [--temperature T]\n"
+      "          [--top_k K] [--top_p P] [--seed S] [--threads N]";
   std::string model_path;
   std::vector<int64_t> prompt;
   int64_t max_new_tokens = 32, top_k = 0, seed = 0, threads = 0;
   double temperature = 0, top_p = 1;
   for (int i = 1; i < argc; ++i) {
     const std::string flag = argv[i];
-    if (i + 1 >= argc) return usage(argv[0]);
+    if (i + 1 >= argc) return usage(argv[0], kOptions);
     const char* value = argv[++i];
     bool ok = true;
     if (flag == "--model_path") {
@@ -175,14 +163,14 @@ int main(int argc, char** argv) {
     } else if (flag == "--threads") {
       ok = parse_int(value, threads) && threads >= 1 && threads <= 1024;
     } else {
-      return usage(argv[0]);
+      return usage(argv[0], kOptions);
     }
     if (!ok) {
       std::fprintf(stderr, "error: %s %s: not a valid value\n", flag.c_str(), value);
       return 2;
     }
   }
-  if (model_path.empty() || prompt.empty()) return usage(argv[0]);
+  if (model_path.empty() || prompt.empty()) return usage(argv[0], kOptions);
   if (threads > 0) executorch::extension::threadpool::set_num_threads(static_cast<size_t>(threads));
 
   Module module(model_path);

@@ -1,12 +1,18 @@
 // my_app MODEL.pte INPUT.bin D0,D1,... OUTPUT.bin
 // Runs `forward` on one float32 input read from INPUT.bin with the given shape and writes output 0's
-// bytes to OUTPUT.bin; prints the registered backends.
+// bytes to OUTPUT.bin; prints the registered backends. Built with MY_APP_ON_GPU (my_gpu_app, the
+// seed's example in ../cmake_cuda), it first copies the input to the GPU and hands `forward` a
+// tensor pointing at that device memory.
 #include <cstdio>
 #include <fstream>
 #include <iterator>
 #include <sstream>
 #include <string>
 #include <vector>
+
+#ifdef MY_APP_ON_GPU
+#include <cuda_runtime_api.h>
+#endif
 
 #include <executorch/extension/module/module.h>
 #include <executorch/extension/tensor/tensor.h>
@@ -33,8 +39,21 @@ int main(int argc, char** argv) {
   for (size_t i = 0; i < rt::get_num_registered_backends(); ++i) std::printf(" %s", rt::get_backend_name(i));
   std::printf("\n");
 
+#ifdef MY_APP_ON_GPU
+  float* input = nullptr;
+  if (cudaMalloc(reinterpret_cast<void**>(&input), bytes.size()) != cudaSuccess ||
+      cudaMemcpy(input, data.data(), bytes.size(), cudaMemcpyHostToDevice) != cudaSuccess) {
+    std::fprintf(stderr, "cannot place the input on the GPU\n");
+    return 1;
+  }
+  const rt::Device device{rt::DeviceType::CUDA, 0};
+#else
+  float* input = data.data();
+  const rt::Device device{};
+#endif
+
   Module module(argv[1]);
-  auto result = module.forward(make_tensor_ptr(sizes, data.data()));
+  auto result = module.forward(make_tensor_ptr(sizes, input, device));
   if (!result.ok()) {
     std::fprintf(stderr, "forward failed: %s: %s\n", rt::to_string(result.error()), rt::last_error_message());
     return 1;
@@ -43,5 +62,8 @@ int main(int argc, char** argv) {
   std::ofstream(argv[4], std::ios::binary)
       .write(static_cast<const char*>(out.const_data_ptr()), static_cast<std::streamsize>(out.nbytes()));
   std::printf("output: %lld elements\n", static_cast<long long>(out.numel()));
+#ifdef MY_APP_ON_GPU
+  cudaFree(input);
+#endif
   return 0;
 }
