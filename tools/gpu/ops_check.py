@@ -94,6 +94,50 @@ def check_device_tensors() -> None:
     print("device tensors: CUDA in, CUDA out on the caller's stream, equal to the host path")
 
 
+def check_attention() -> None:
+    """scaled_dot_product_attention alone, q, k, v (and a mask) as inputs: head sizes that run on
+    tensor cores (multiples of 16) and one that does not, partial tiles of queries and keys,
+    causal, bool and additive masks; against torch in float32 on the same rounded inputs."""
+
+    class Sdpa(torch.nn.Module):
+        def __init__(self, causal: bool) -> None:
+            super().__init__()
+            self.causal = causal
+
+        def forward(self, q, k, v, *mask):
+            return torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask[0] if mask else None,
+                                                                    is_causal=self.causal)
+
+    torch.manual_seed(0)
+    cases = [  # batch, heads, queries, keys, head size, causal, mask; tensor cores from 64 queries
+        (2, 4, 64, 64, 16, False, None), (2, 3, 70, 70, 64, True, None), (2, 2, 130, 37, 128, False, None),
+        (1, 2, 67, 67, 64, False, "bool"), (2, 2, 80, 50, 64, False, "additive"), (32, 12, 197, 197, 64, False, None),
+        # the scalar kernel: few queries, or a head size that is no multiple of 16
+        (2, 4, 9, 9, 16, False, None), (1, 2, 5, 67, 64, False, "bool"), (2, 2, 33, 33, 64, True, "additive"),
+        (2, 2, 70, 70, 40, False, None)]
+    for b, h, lq, lk, d, causal, mask_kind in cases:
+        q, k, v = torch.randn(b, h, lq, d), torch.randn(b, h, lk, d), torch.randn(b, h, lk, d)
+        inputs = [q, k, v]
+        if mask_kind == "bool":
+            keep = torch.rand(b, 1, lq, lk) > 0.5
+            keep[..., 0] = True  # every row attends somewhere
+            inputs.append(keep)
+        elif mask_kind == "additive":
+            inputs.append(torch.randn(b, 1, lq, lk))
+        model = Sdpa(causal).eval()
+        for dtype, bound in BOUNDS[1:]:
+            xs = [x.to(dtype) if x.is_floating_point() else x for x in inputs]
+            method = Runtime.get().load_program(export(model, tuple(xs), backend="cuda", dtype=dtype)).load_method()
+            got = method.execute([x.cuda() for x in xs])[0].float().cpu()
+            with torch.no_grad():
+                ref = model(*[x.float() if x.is_floating_point() else x for x in xs])
+            err = float((got - ref).abs().max()) / max(1.0, float(ref.abs().max()))
+            label = f"attention b{b} h{h} q{lq} k{lk} d{d}{' causal' if causal else ''}{' ' + mask_kind if mask_kind else ''}"
+            print(f"{label} {str(dtype)[6:]}: relative error {err:.2e} (bound {bound})")
+            if err > bound:
+                raise SystemExit(f"{label} {dtype}: out of bounds")
+
+
 def check_tf32() -> None:
     torch.manual_seed(0)
     model, x = Volumes().eval(), torch.randn(4, 3, 8, 32, 32)  # 3-D convolutions: cuDNN's alone
@@ -118,6 +162,7 @@ def check_tf32() -> None:
         assert "tf32_convolutions" in str(e), e
 
 
+check_attention()
 torch.manual_seed(0)
 check_dtypes("VisionOps", VisionOps().eval(), torch.randn(2, 4, 8, 8))
 torch.manual_seed(0)

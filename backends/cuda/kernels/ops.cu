@@ -2,6 +2,10 @@
 
 #include <executorch/backends/cuda/kernels/convert.cuh>
 
+#include <mma.h>
+
+#include <type_traits>
+
 namespace executorch {
 namespace backends {
 namespace cuda {
@@ -219,17 +223,37 @@ __device__ __forceinline__ V binary_apply(Binary op, V x, V y) {
   return x;
 }
 
-template <typename T>
+// An element of T as V (float: ld, so half precision widens) and back.
+template <typename V, typename T>
+__device__ __forceinline__ V widen(T v) {
+  if constexpr (std::is_same<V, float>::value) {
+    return ld(v);
+  } else {
+    return static_cast<V>(v);
+  }
+}
+template <typename T, typename V>
+__device__ __forceinline__ T narrow(V v) {
+  if constexpr (std::is_same<V, float>::value) {
+    return st<T>(v);
+  } else {
+    return static_cast<T>(v);
+  }
+}
+
+// out = a op (b or scalar) * alpha over elements of T, computed in V (binary_apply's).
+template <typename T, typename V>
 struct BinaryBody {
   using Value = T;
   Binary op;
   const T* a;
   const T* b;
-  float scalar, alpha;
+  V scalar, alpha;
   T* out;
   template <typename Index>
   __device__ T load(const Index* off) const {
-    return st<T>(binary_apply(op, ld(a[off[0]]), (b ? ld(b[off[1]]) : scalar) * alpha));
+    const V y = b ? widen<V>(b[off[1]]) : scalar;
+    return narrow<T>(binary_apply<V>(op, widen<V>(a[off[0]]), y * alpha));
   }
 };
 
@@ -493,6 +517,173 @@ __global__ void attention_kernel(const T* __restrict__ q, const T* __restrict__ 
     if (e < v_dim) {
       out[b * s.out_strides[0] + h * s.out_strides[1] + i * s.out_strides[2] + e] = st<T>(l > 0.f ? acc[t] / l : 0.f);
     }
+  }
+}
+
+// Attention on tensor cores (float16, and bfloat16 from sm_80), for head and value sizes that are
+// multiples of 16: a block takes kTcRows query rows of one head, a warp 16 of them. Per tile of
+// kTcKeys keys, each warp multiplies its queries by the keys (WMMA, float accumulators), applies the
+// scale, masks and online softmax in float32 (two lanes a row), and multiplies the probabilities,
+// rounded to T, by the values into its output rows, which stay in shared memory in float32.
+constexpr int kTcRows = 64, kTcKeys = 32, kTcWarps = kTcRows / 16;
+constexpr int kTcPad = 8;  // elements added to each shared row: spreads rows over the banks
+
+struct TcLayout {
+  int q_ld, kv_ld, v_ld, s_ld, o_ld;  // leading dimensions, elements
+  size_t q, k, v, s, o, bytes;        // byte offsets into shared memory, and its size
+};
+
+__host__ __device__ inline TcLayout tc_layout(int e_dim, int v_dim, int element_size) {
+  TcLayout l;
+  l.q_ld = e_dim + kTcPad, l.kv_ld = e_dim + kTcPad, l.v_ld = v_dim + kTcPad;
+  l.s_ld = kTcKeys + 4, l.o_ld = v_dim + 4;  // float rows: 16-byte multiples, as WMMA requires
+  l.q = 0;
+  l.k = l.q + size_t(kTcRows) * l.q_ld * element_size;
+  l.v = l.k + size_t(kTcKeys) * l.kv_ld * element_size;
+  l.s = l.v + size_t(kTcKeys) * l.v_ld * element_size;
+  l.o = l.s + size_t(kTcWarps) * 16 * l.s_ld * sizeof(float);
+  l.bytes = l.o + size_t(kTcWarps) * 16 * l.o_ld * sizeof(float);
+  return l;
+}
+
+// rows x cols elements from src (row stride `stride`) into dst (row stride `ld`), rows at and past
+// `valid` zero: whole 16-byte vectors where src allows, else element by element.
+template <typename T>
+__device__ void tc_load_rows(T* dst, int ld, const T* src, int64_t stride, int rows, int64_t valid, int cols) {
+  constexpr int kVec = 16 / sizeof(T);
+  const bool vector = (reinterpret_cast<uintptr_t>(src) % 16 == 0) && stride % kVec == 0 && cols % kVec == 0;
+  if (vector) {
+    const int per_row = cols / kVec;
+    for (int t = threadIdx.x; t < rows * per_row; t += blockDim.x) {
+      const int r = t / per_row, c = (t % per_row) * kVec;
+      uint4 bits = make_uint4(0, 0, 0, 0);
+      if (r < valid) bits = *reinterpret_cast<const uint4*>(src + r * stride + c);
+      *reinterpret_cast<uint4*>(dst + r * ld + c) = bits;
+    }
+    return;
+  }
+  for (int t = threadIdx.x; t < rows * cols; t += blockDim.x) {
+    const int r = t / cols, c = t % cols;
+    dst[r * ld + c] = r < valid ? src[r * stride + c] : st<T>(0.f);
+  }
+}
+
+template <typename T>
+__device__ void attention_tc(const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__ v,
+                             const void* __restrict__ mask, T* __restrict__ out, const AttentionShape& s) {
+  namespace wmma = nvcuda::wmma;
+  extern __shared__ __align__(128) unsigned char tc_smem[];
+  const int e_dim = static_cast<int>(s.head_dim), v_dim = static_cast<int>(s.value_dim);
+  const TcLayout L = tc_layout(e_dim, v_dim, sizeof(T));
+  T* qs = reinterpret_cast<T*>(tc_smem + L.q);
+  T* ks = reinterpret_cast<T*>(tc_smem + L.k);
+  T* vs = reinterpret_cast<T*>(tc_smem + L.v);
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  float* ss = reinterpret_cast<float*>(tc_smem + L.s) + warp * 16 * L.s_ld;
+  T* ps = reinterpret_cast<T*>(ss);  // the probabilities overwrite the scores they come from
+  const int p_ld = 2 * L.s_ld;       // T elements of a score row
+  float* os = reinterpret_cast<float*>(tc_smem + L.o) + warp * 16 * L.o_ld;
+
+  const int64_t bh = blockIdx.x, b = bh / s.q_heads, h = bh % s.q_heads;
+  const int64_t hk = h / (s.q_heads / s.kv_heads);
+  const T* kb = k + b * s.k_strides[0] + hk * s.k_strides[1];
+  const T* vb = v + b * s.v_strides[0] + hk * s.v_strides[1];
+  const int64_t row0 = static_cast<int64_t>(blockIdx.y) * kTcRows;
+  tc_load_rows(qs, L.q_ld, q + b * s.q_strides[0] + h * s.q_strides[1] + row0 * s.q_strides[2], s.q_strides[2], kTcRows,
+               s.q_len - row0, e_dim);
+  for (int t = lane; t < 16 * L.o_ld; t += 32) os[t] = 0.f;
+
+  // Two lanes a row: lane / 2 is the row, lane % 2 the half of the tile's keys (and of the output).
+  const int r = lane / 2, half = lane % 2;
+  const int64_t i = row0 + warp * 16 + r;
+  const bool row_valid = i < s.q_len;
+  const int64_t mask_row = b * s.mask_strides[0] + h * s.mask_strides[1] + i * s.mask_strides[2];
+  float m = -INFINITY, l = 0.f;
+  const int64_t last = s.causal ? min(s.kv_len, row0 + kTcRows) : s.kv_len;
+  for (int64_t j0 = 0; j0 < last; j0 += kTcKeys) {
+    __syncthreads();  // the previous tile is consumed (and, the first time, the queries are in)
+    tc_load_rows(ks, L.kv_ld, kb + j0 * s.k_strides[2], s.k_strides[2], kTcKeys, s.kv_len - j0, e_dim);
+    tc_load_rows(vs, L.v_ld, vb + j0 * s.v_strides[2], s.v_strides[2], kTcKeys, s.kv_len - j0, v_dim);
+    __syncthreads();
+    // scores = queries (16 x e_dim) x keys^T (e_dim x kTcKeys)
+    for (int n = 0; n < kTcKeys / 16; ++n) {
+      wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
+      wmma::fill_fragment(acc, 0.f);
+      for (int e = 0; e < e_dim; e += 16) {
+        wmma::fragment<wmma::matrix_a, 16, 16, 16, T, wmma::row_major> a;
+        wmma::fragment<wmma::matrix_b, 16, 16, 16, T, wmma::col_major> bt;
+        wmma::load_matrix_sync(a, qs + warp * 16 * L.q_ld + e, L.q_ld);
+        wmma::load_matrix_sync(bt, ks + n * 16 * L.kv_ld + e, L.kv_ld);
+        wmma::mma_sync(acc, a, bt, acc);
+      }
+      wmma::store_matrix_sync(ss + n * 16, acc, L.s_ld, wmma::mem_row_major);
+    }
+    __syncwarp();
+    constexpr int kHalf = kTcKeys / 2;
+    float p[kHalf];
+    float tile_max = -INFINITY;
+#pragma unroll
+    for (int c = 0; c < kHalf; ++c) {
+      const int64_t j = j0 + half * kHalf + c;
+      float score = ss[r * L.s_ld + half * kHalf + c] * s.scale;
+      if (!row_valid || j >= s.kv_len || (s.causal && j > i)) {
+        score = -INFINITY;
+      } else {
+        const int64_t at = mask_row + j * s.mask_strides[3];
+        if (s.mask == AttentionMask::Bool && !static_cast<const bool*>(mask)[at]) score = -INFINITY;
+        if (s.mask == AttentionMask::Additive) score += ld(static_cast<const T*>(mask)[at]);
+      }
+      p[c] = score;
+      tile_max = fmaxf(tile_max, score);
+    }
+    tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 1));
+    const float next = fmaxf(m, tile_max);
+    const float keep = next == -INFINITY ? 1.f : expf(m - next);  // 0 while m is -inf
+    float sum = 0.f;
+#pragma unroll
+    for (int c = 0; c < kHalf; ++c) {
+      p[c] = p[c] == -INFINITY ? 0.f : expf(p[c] - next);
+      sum += p[c];
+    }
+    sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+    l = l * keep + sum;
+    m = next;
+    __syncwarp();  // every score is read before the probabilities overwrite them
+#pragma unroll
+    for (int c = 0; c < kHalf; ++c) ps[r * p_ld + half * kHalf + c] = st<T>(p[c]);
+    for (int c = half; c < v_dim; c += 2) os[r * L.o_ld + c] *= keep;
+    __syncwarp();
+    // output rows += probabilities (16 x kTcKeys) x values (kTcKeys x v_dim)
+    for (int n = 0; n < v_dim; n += 16) {
+      wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
+      wmma::load_matrix_sync(acc, os + n, L.o_ld, wmma::mem_row_major);
+      for (int kk = 0; kk < kTcKeys; kk += 16) {
+        wmma::fragment<wmma::matrix_a, 16, 16, 16, T, wmma::row_major> a;
+        wmma::fragment<wmma::matrix_b, 16, 16, 16, T, wmma::row_major> bv;
+        wmma::load_matrix_sync(a, ps + kk, p_ld);
+        wmma::load_matrix_sync(bv, vs + kk * L.v_ld + n, L.v_ld);
+        wmma::mma_sync(acc, a, bv, acc);
+      }
+      wmma::store_matrix_sync(os + n, acc, L.o_ld, wmma::mem_row_major);
+    }
+    __syncwarp();
+  }
+  if (!row_valid) return;
+  T* orow = out + b * s.out_strides[0] + h * s.out_strides[1] + i * s.out_strides[2];
+  for (int c = half; c < v_dim; c += 2) orow[c] = st<T>(l > 0.f ? os[r * L.o_ld + c] / l : 0.f);
+}
+
+template <typename T>
+__global__ void __launch_bounds__(kTcWarps * 32)
+    attention_tc_kernel(const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__ v,
+                        const void* __restrict__ mask, T* __restrict__ out, AttentionShape s) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
+  if constexpr (std::is_same<T, __nv_bfloat16>::value) {
+    __trap();  // bfloat16 tensor cores start at sm_80; launch_attention does not launch this here
+  } else
+#endif
+  {
+    attention_tc(q, k, v, mask, out, s);
   }
 }
 
@@ -822,21 +1013,6 @@ __global__ void compare_integer_kernel(Compare op, const void* __restrict__ x, E
   out[i] = r;
 }
 
-template <typename I>
-struct IntegerBinaryBody {
-  using Value = I;
-  Binary op;
-  const I* a;
-  const I* b;
-  int64_t scalar, alpha;
-  I* out;
-  template <typename Index>
-  __device__ I load(const Index* off) const {
-    const int64_t x = a[off[0]], y = (b ? static_cast<int64_t>(b[off[1]]) : scalar) * alpha;
-    return static_cast<I>(binary_apply<int64_t>(op, x, y));
-  }
-};
-
 __global__ void cumsum_kernel(const void* __restrict__ x, ElementType x_type, void* __restrict__ out,
                               ElementType out_type, int64_t size, int64_t inner, int64_t lines) {
   const int64_t line = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
@@ -943,8 +1119,8 @@ template <typename I>
 cudaError_t binary_integer_as(Binary op, const void* a, const void* b, int64_t scalar, int64_t alpha, void* out,
                               int64_t n, const Broadcast& shape, cudaStream_t stream) {
   const int64_t* strides[] = {shape.a_strides, shape.b_strides};
-  const IntegerBinaryBody<I> body{op,    static_cast<const I*>(a), static_cast<const I*>(b), scalar,
-                                  alpha, static_cast<I*>(out)};
+  const BinaryBody<I, int64_t> body{op,    static_cast<const I*>(a), static_cast<const I*>(b), scalar,
+                                    alpha, static_cast<I*>(out)};
   return launch_elementwise<2>(shape.dim, shape.out_sizes, strides, n, body, stream);
 }
 
@@ -1024,8 +1200,8 @@ template <typename T>
 cudaError_t launch_binary(Binary op, const T* a, const T* b, float scalar, float alpha, T* out, int64_t n,
                           const Broadcast& shape, cudaStream_t stream) {
   const int64_t* strides[] = {shape.a_strides, shape.b_strides};
-  return launch_elementwise<2>(shape.dim, shape.out_sizes, strides, n, BinaryBody<T>{op, a, b, scalar, alpha, out},
-                               stream);
+  return launch_elementwise<2>(shape.dim, shape.out_sizes, strides, n,
+                               BinaryBody<T, float>{op, a, b, scalar, alpha, out}, stream);
 }
 
 template <typename T, int K>
@@ -1122,6 +1298,43 @@ cudaError_t launch_softmax(const T* x, T* y, int64_t rows, int64_t cols, bool lo
   return cudaGetLastError();
 }
 
+namespace {
+// Whether attention of this shape runs on tensor cores: half precision, sizes WMMA tiles, and
+// bfloat16 only from sm_80. Below kTcRows queries a block would compute mostly padding, and the
+// scalar kernel's blocks of kAttentionRowsPerBlock rows are faster (GPT-2's 16-token prompts).
+bool tensor_core_attention(const AttentionShape& s, const __half*) {
+  return s.head_dim % 16 == 0 && s.value_dim % 16 == 0 && s.q_len >= kTcRows;
+}
+bool tensor_core_attention(const AttentionShape& s, const __nv_bfloat16*) {
+  int device = 0, major = 0;
+  return tensor_core_attention(s, static_cast<const __half*>(nullptr)) && cudaGetDevice(&device) == cudaSuccess &&
+         cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) == cudaSuccess && major >= 8;
+}
+
+// Launches attention_tc_kernel where tensor_core_attention allows and the GPU has the shared memory
+// it needs; false where the scalar kernel is to run instead.
+template <typename T>
+bool launch_tensor_core_attention(const T* q, const T* k, const T* v, const void* mask, T* out, const AttentionShape& s,
+                                  cudaStream_t stream, cudaError_t* status) {
+  if constexpr (std::is_same<T, float>::value) {
+    return false;
+  } else {
+    if (!tensor_core_attention(s, static_cast<const T*>(nullptr))) return false;
+    const size_t bytes = tc_layout(static_cast<int>(s.head_dim), static_cast<int>(s.value_dim), sizeof(T)).bytes;
+    if (bytes > 48 * 1024 && cudaFuncSetAttribute(attention_tc_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                  static_cast<int>(bytes)) != cudaSuccess) {
+      cudaGetLastError();  // more than this GPU has: the scalar kernel needs less
+      return false;
+    }
+    const dim3 grid(static_cast<unsigned>(s.batch * s.q_heads),
+                    static_cast<unsigned>((s.q_len + kTcRows - 1) / kTcRows));
+    attention_tc_kernel<<<grid, kTcWarps * 32, bytes, stream>>>(q, k, v, mask, out, s);
+    *status = cudaGetLastError();
+    return true;
+  }
+}
+}  // namespace
+
 void contiguous_attention_strides(AttentionShape* s) {
   const int64_t q[3] = {s->q_heads * s->q_len * s->head_dim, s->q_len * s->head_dim, s->head_dim};
   const int64_t k[3] = {s->kv_heads * s->kv_len * s->head_dim, s->kv_len * s->head_dim, s->head_dim};
@@ -1140,6 +1353,8 @@ cudaError_t launch_attention(const T* q, const T* k, const T* v, const void* mas
       s.kv_heads <= 0 || s.q_heads % s.kv_heads != 0 || heads > INT32_MAX) {
     return cudaErrorInvalidValue;
   }
+  cudaError_t launched = cudaSuccess;
+  if (launch_tensor_core_attention(q, k, v, mask, out, s, stream, &launched)) return launched;
   const dim3 grid(static_cast<unsigned>(heads),
                   static_cast<unsigned>((s.q_len + kAttentionRowsPerBlock - 1) / kAttentionRowsPerBlock));
   const size_t shared =
