@@ -11,6 +11,8 @@ Tolerances, elementwise on every output, relative to that output's largest magni
 
 from __future__ import annotations
 
+import copy
+
 import numpy as np
 import pytest
 
@@ -21,7 +23,8 @@ preload_cuda_runtime()
 
 from executorch.export import ExportError, UnsupportedOperatorError, export  # noqa: E402
 from executorch.runtime import Runtime  # noqa: E402
-from tests.models.real import MODELS  # noqa: E402
+from executorch.serialization.pte import deserialize  # noqa: E402
+from tests.models.real import MODELS, MORE_MODELS  # noqa: E402
 
 F32_TOL = 1e-4
 MODEL_HALF_TOL = {torch.float16: 2e-2, torch.bfloat16: 1e-1}
@@ -77,6 +80,20 @@ def test_real_model_half_precision(real_model, dtype: torch.dtype) -> None:
     name, model, inputs = real_model
     ours = run(export(model, inputs, dtype=dtype), inputs, dtype)
     assert_close(ours, reference(model, rounded(inputs, dtype)), MODEL_HALF_TOL[dtype])
+
+
+def test_a_module_that_branches_on_half_precision_data_is_captured_in_float32() -> None:
+    """BART's encoder branches on `dtype == float16 and not isfinite(h).all()`, which torch.export
+    cannot trace in float16. The exporter captures the float32 graph and converts it: the program
+    matches the model on the rounded inputs, and for the device it is one CudaBackend call."""
+    model, inputs = MORE_MODELS["bart_encoder"]()
+    with pytest.raises(Exception, match="data-dependent"):
+        torch.export.export(copy.deepcopy(model).half(), tuple(inputs))
+    for dtype in (torch.float16, torch.bfloat16):
+        ours = run(export(model, inputs, dtype=dtype), inputs, dtype)
+        assert_close(ours, reference(model, rounded(inputs, dtype)), MODEL_HALF_TOL[dtype])
+    pte = export(model, inputs, backend="cuda", dtype=torch.float16)
+    assert deserialize(pte).metadata["cuda_delegate_calls"] == "1"
 
 
 # Operator families ----------------------------------------------------------------------------

@@ -225,6 +225,8 @@ MORE_MODELS: dict[str, Factory] = {
                     conv_dim=(32, 32), conv_stride=(5, 2), conv_kernel=(10, 3), num_conv_pos_embeddings=16,
                     num_conv_pos_embedding_groups=4, **_SMALL),
     "vit_hf": _hf("ViTConfig", "ViTModel", lambda cfg: _image(cfg.image_size), image_size=32, patch_size=8, **_SMALL),
+    "bart_encoder": _hf("BartConfig", "models.bart.modeling_bart.BartEncoder", _ids_mask, vocab_size=512, d_model=64,
+                        encoder_layers=2, encoder_attention_heads=4, encoder_ffn_dim=128, max_position_embeddings=64),
     "clip_text": _hf("CLIPTextConfig", "CLIPTextModel", _ids_mask, vocab_size=512, max_position_embeddings=64,
                      **_SMALL),
     "segformer": _hf("SegformerConfig", "SegformerForSemanticSegmentation", lambda cfg: _image(64),

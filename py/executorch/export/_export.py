@@ -624,12 +624,14 @@ def export(
     group_size stay as they are.
     """
     _check_options(backend, cuda_archs, dtype, quantize, tf32_convolutions, group_size)
-    module, example_inputs = _converted(module, example_inputs, dtype, quantize, group_size)
+    converted, inputs = _converted(module, example_inputs, dtype, quantize, group_size)
     with torch.no_grad():
         try:
-            ep = torch.export.export(module, tuple(example_inputs))
+            ep = torch.export.export(converted, tuple(inputs))
         except Exception as e:  # torch's own message says what could not be traced
-            raise ExportError(f"torch.export could not capture the module: {e}") from e
+            ep = _captured_in_float32(module, example_inputs, dtype) if quantize is None else None
+            if ep is None:
+                raise ExportError(f"torch.export could not capture the module: {e}") from e
     return _program({method_name: _decomposed(ep, backend)}, backend=backend, cuda_archs=cuda_archs, dtype=dtype,
                     tf32_convolutions=tf32_convolutions, metadata=metadata)
 
@@ -670,6 +672,33 @@ def _converted(module: torch.nn.Module, example_inputs: Sequence[Any], dtype: to
             raise ExportError(f"quantize={quantize!r}: the module has no nn.Linear layer"
                               + (f" with input features a multiple of {group_size}" if quantize == "int4" else ""))
     return module.eval(), inputs
+
+
+def _captured_in_float32(module: torch.nn.Module, example_inputs: Sequence[Any],
+                         dtype: torch.dtype | None) -> torch.export.ExportedProgram | None:
+    """`module` in float16/bfloat16 captured through its float32 graph, for modules torch.export
+    cannot trace in half precision: BART's encoder branches on `dtype == float16 and not
+    isfinite(h).all()`, which depends on the data. The float32 capture takes the float32 side of
+    such branches; its graph, with the dtype checks it baked in dropped and its float32 constants
+    made `dtype`, is converted and captured again. None where that fails too."""
+    if dtype not in (torch.float16, torch.bfloat16):
+        return None
+    floating = [isinstance(x, torch.Tensor) and x.is_floating_point() for x in example_inputs]
+    try:
+        graph = torch.export.export(copy.deepcopy(module).float().eval(),
+                                    tuple(x.float() if f else x for x, f in zip(example_inputs, floating))).module()
+        for node in list(graph.graph.nodes):
+            if node.op != "call_function":
+                continue
+            if node.target is torch.ops.aten._assert_tensor_metadata.default:
+                graph.graph.erase_node(node)
+            elif node.kwargs.get("dtype") is torch.float32:
+                node.kwargs = {**node.kwargs, "dtype": dtype}
+        graph.recompile()
+        graph = graph.to(dtype)
+        return torch.export.export(graph, tuple(x.to(dtype) if f else x for x, f in zip(example_inputs, floating)))
+    except Exception:
+        return None
 
 
 def _decomposed(ep: torch.export.ExportedProgram, backend: str | None) -> torch.export.ExportedProgram:
