@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
 import copy
+import io
+import logging
 import operator
 import re
+import sys
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, Iterator, Sequence
 
 import torch
 
@@ -625,12 +629,17 @@ def export(
     """
     _check_options(backend, cuda_archs, dtype, quantize, tf32_convolutions, group_size)
     converted, inputs = _converted(module, example_inputs, dtype, quantize, group_size)
+    # In half precision a failed capture is tried again in float32: what torch prints about the first
+    # (the partial graph it traced) is shown only where that fails too.
+    first_attempt = io.StringIO()
     with torch.no_grad():
         try:
-            ep = torch.export.export(converted, tuple(inputs))
+            with _quiet(first_attempt) if dtype in (torch.float16, torch.bfloat16) else contextlib.nullcontext():
+                ep = torch.export.export(converted, tuple(inputs))
         except Exception as e:  # torch's own message says what could not be traced
             ep = _captured_in_float32(module, example_inputs, dtype) if quantize is None else None
             if ep is None:
+                sys.stderr.write(first_attempt.getvalue())
                 raise ExportError(f"torch.export could not capture the module: {e}") from e
     return _program({method_name: _decomposed(ep, backend)}, backend=backend, cuda_archs=cuda_archs, dtype=dtype,
                     tf32_convolutions=tf32_convolutions, metadata=metadata)
@@ -672,6 +681,21 @@ def _converted(module: torch.nn.Module, example_inputs: Sequence[Any], dtype: to
             raise ExportError(f"quantize={quantize!r}: the module has no nn.Linear layer"
                               + (f" with input features a multiple of {group_size}" if quantize == "int4" else ""))
     return module.eval(), inputs
+
+
+@contextlib.contextmanager
+def _quiet(sink: io.StringIO) -> Iterator[None]:
+    """torch's prints to stderr go to `sink`, and its log below CRITICAL nowhere, meanwhile."""
+    logs = [logging.getLogger(n) for n in ("torch", "torch.fx.experimental.symbolic_shapes")]
+    levels = [log.level for log in logs]
+    try:
+        for log in logs:
+            log.setLevel(logging.CRITICAL)
+        with contextlib.redirect_stderr(sink):
+            yield
+    finally:
+        for log, level in zip(logs, levels):
+            log.setLevel(level)
 
 
 def _captured_in_float32(module: torch.nn.Module, example_inputs: Sequence[Any],
