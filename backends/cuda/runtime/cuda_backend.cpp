@@ -395,6 +395,21 @@ Error prepare_int8_linear(Op& op) {
 
 // Runs one op on `stream`. Argument layout follows the ATen schema, outputs last (as the CPU kernels);
 // plan_op checked kinds, dtypes and shapes at init, and they never change.
+// What a convolution's epilogue computes: its bias, and the residual and activation folded into it
+// (fuse_epilogues).
+template <typename T>
+Epilogue<T> conv_epilogue(const Op& op) {
+  Epilogue<T> epilogue;
+  epilogue.bias = op.args[2]->is_tensor() ? ptr<T>(op.args[2]) : nullptr;
+  epilogue.residual = op.residual ? ptr<T>(op.residual) : nullptr;
+  if (op.activation) {
+    epilogue.activate = true;
+    epilogue.activation = op.activation->plan.unary;
+    epilogue.p0 = op.activation->plan.scalars[0], epilogue.p1 = op.activation->plan.scalars[1];
+  }
+  return epilogue;
+}
+
 template <typename T>
 Error run_typed(const Op& op, void* index_error, cudaStream_t stream) {
   const auto& a = op.args;
@@ -474,14 +489,7 @@ Error run_typed(const Op& op, void* index_error, cudaStream_t stream) {
     case OpKind::Conv: {
       const int64_t* v = op.plan.ints;
       const int64_t groups = v[13], cg = v[1] / groups, hw = v[14] * v[15];
-      Epilogue<T> epilogue;
-      epilogue.bias = a[2]->is_tensor() ? ptr<T>(a[2]) : nullptr;
-      epilogue.residual = op.residual ? ptr<T>(op.residual) : nullptr;
-      if (op.activation) {
-        epilogue.activate = true;
-        epilogue.activation = op.activation->plan.unary;
-        epilogue.p0 = op.activation->plan.scalars[0], epilogue.p1 = op.activation->plan.scalars[1];
-      }
+      const Epilogue<T> epilogue = conv_epilogue<T>(op);
       if (op.layout_x.get()) {
         status = convert_layout(a[0]->to_tensor(), ptr<T>(a[0]), op.layout_x.get(), op.nhwc, stream);
         if (status != cudaSuccess) return ecuda::to_error(status, name);
@@ -526,17 +534,19 @@ Error run_typed(const Op& op, void* index_error, cudaStream_t stream) {
       break;
     }
     case OpKind::Conv3d: {
-      // cuDNN (prepare_conv3d planned it), then the bias per output channel.
-      if (const char* e =
-              op.cudnn->run(ptr<T>(a[0]), ptr<T>(a[1]), nullptr, nullptr, ptr<T>(a[9]), op.workspace, stream)) {
+      // cuDNN (prepare_conv3d planned it), with its epilogue fused where cuDNN computes it (bias,
+      // residual, relu), else followed by ours.
+      const Epilogue<T> epilogue = conv_epilogue<T>(op);
+      const bool fused = op.cudnn_fused;
+      if (const char* e = op.cudnn->run(ptr<T>(a[0]), ptr<T>(a[1]), fused ? epilogue.bias : nullptr,
+                                        fused ? epilogue.residual : nullptr, fused ? ptr<T>(op.result) : ptr<T>(a[9]),
+                                        op.workspace, stream)) {
         return ET_ERROR(Error::Internal, "%s %s: %s", kCudaBackendName, name, e);
       }
-      if (a[2]->is_tensor()) {
+      if (!fused && (epilogue.bias || epilogue.residual || epilogue.activate || op.result != a[9])) {
         const Tensor& o = a[9]->to_tensor();
-        Epilogue<T> bias;
-        bias.bias = ptr<T>(a[2]);
-        status = launch_epilogue(ptr<T>(a[9]), ptr<T>(a[9]), o.size(0) * o.size(1), o.size(1),
-                                 o.size(1) ? o.numel() / (o.size(0) * o.size(1)) : 0, bias, stream);
+        status = launch_epilogue(ptr<T>(a[9]), ptr<T>(op.result), o.size(0) * o.size(1), o.size(1),
+                                 o.size(1) ? o.numel() / (o.size(0) * o.size(1)) : 0, epilogue, stream);
       }
       break;
     }
@@ -1050,9 +1060,10 @@ void fuse_epilogues(std::vector<Op>& ops, runtime::Method& m) {
   auto private_value = [&](const EValue* v) { return uses[v] == 2; };
   for (size_t i = 0; i < ops.size(); ++i) {
     Op& conv = ops[i];
-    if (conv.plan.kind != OpKind::Conv) continue;
+    if (conv.plan.kind != OpKind::Conv && conv.plan.kind != OpKind::Conv3d) continue;
     conv.result = conv.args[9];
-    const bool direct = is_depthwise(conv.plan);  // writes `result` while reading its input
+    // The built-in depthwise kernel writes `result` while reading its input.
+    const bool direct = conv.plan.kind == OpKind::Conv && is_depthwise(conv.plan);
     size_t j = i + 1;
     EValue* other = j < ops.size() && private_value(conv.result) ? residual_added_to(ops[j], conv.result) : nullptr;
     EValue* sum = other ? ops[j].args[3] : nullptr;
@@ -1535,28 +1546,12 @@ bool fit_workspace(const CudnnConv& conv, DeviceBuffer& workspace, size_t& works
   return true;
 }
 
-// A 3-D convolution, which only cuDNN runs here: planned once, its workspace shared.
-Error prepare_conv3d(Op& op, bool tf32, DeviceBuffer& workspace, size_t& workspace_bytes) {
-  ET_CHECK_OR_RETURN(cudnn_available(), Error::NotSupported, "%s %s: 3-D convolution needs cuDNN, which is missing: %s",
-                     kCudaBackendName, op.name.c_str(), cudnn_unavailable_reason());
-  auto conv = std::make_unique<CudnnConv>();
-  if (const char* e =
-          conv->plan(conv_geometry(op.plan), cudnn_type(op.plan.dtype), tf32, false, false, kCudnnWorkspaceBytes)) {
-    return ET_ERROR(Error::NotSupported, "%s %s: %s", kCudaBackendName, op.name.c_str(), e);
-  }
-  ET_CHECK_OR_RETURN(fit_workspace(*conv, workspace, workspace_bytes), Error::MemoryAllocationFailed,
-                     "%s %s: out of device memory for cuDNN's %zu-byte workspace", kCudaBackendName, op.name.c_str(),
-                     conv->workspace_bytes());
-  op.cudnn = std::move(conv);
-  return Error::Ok;
-}
-
 // A convolution through cuDNN where it loads and takes it; false keeps the built-in im2col + GEMM.
 // Fused: cuDNN computes bias, residual and relu too, which needs a bias and an output apart from
 // the input. Each plan is run once here, so a configuration cuDNN refuses falls back at init.
 bool plan_cudnn(Op& op, bool tf32, DeviceBuffer& workspace, size_t& workspace_bytes) {
   // NCHW depthwise convolutions run the built-in kernel.
-  if ((is_depthwise(op.plan) && !op.nhwc) || !cudnn_available()) return false;
+  if ((op.plan.kind == OpKind::Conv && is_depthwise(op.plan) && !op.nhwc) || !cudnn_available()) return false;
   const auto& a = op.args;
   const ConvGeometry g = conv_geometry(op.plan);
   const cudaDataType type = cudnn_type(op.plan.dtype);
@@ -1579,6 +1574,22 @@ bool plan_cudnn(Op& op, bool tf32, DeviceBuffer& workspace, size_t& workspace_by
     return true;
   }
   return false;
+}
+
+// A 3-D convolution, which only cuDNN runs here: planned once (with its epilogue where cuDNN
+// fuses it), its workspace shared; an error naming cuDNN's reason where it takes none.
+Error prepare_conv3d(Op& op, bool tf32, DeviceBuffer& workspace, size_t& workspace_bytes) {
+  ET_CHECK_OR_RETURN(cudnn_available(), Error::NotSupported, "%s %s: 3-D convolution needs cuDNN, which is missing: %s",
+                     kCudaBackendName, op.name.c_str(), cudnn_unavailable_reason());
+  if (plan_cudnn(op, tf32, workspace, workspace_bytes)) return Error::Ok;
+  auto conv = std::make_unique<CudnnConv>();
+  if (const char* e =
+          conv->plan(conv_geometry(op.plan), cudnn_type(op.plan.dtype), tf32, false, false, kCudnnWorkspaceBytes)) {
+    return ET_ERROR(Error::NotSupported, "%s %s: %s", kCudaBackendName, op.name.c_str(), e);
+  }
+  return ET_ERROR(Error::MemoryAllocationFailed,
+                  "%s %s: cuDNN plans it but it did not run (out of device memory for its %zu-byte workspace?)",
+                  kCudaBackendName, op.name.c_str(), conv->workspace_bytes());
 }
 
 // EXECUTORCH_CUDA_CONV=cudnn: cuDNN for every convolution it plans, untimed.

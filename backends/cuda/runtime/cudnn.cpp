@@ -153,7 +153,7 @@ const char* CudnnConv::plan(const ConvGeometry& g, cudaDataType type, bool tf32,
   if (!cudnn_available()) return cudnn_unavailable_reason();
   // Tensor-op math on float32 is TF32; FMA math keeps it IEEE (as torch.backends.cudnn.allow_tf32).
   const int math = type == CUDA_R_32F && !tf32 ? kFmaMath : kTensorOpMath;
-  if (g.volumetric && (relu_bias || channels_last)) return "3-D convolution is planned NCDHW without a fused epilogue";
+  if (g.volumetric && channels_last) return "3-D convolution is planned NCDHW";
   for (int64_t v : {g.n,  g.c,  g.h,      g.w,  g.k,  g.kh, g.kw, g.sh, g.sw, g.ph, g.pw,
                     g.dh, g.dw, g.groups, g.oh, g.ow, g.d,  g.kd, g.sd, g.pd, g.dd, g.od}) {
     if (v > INT_MAX) return "convolution dimension over cuDNN's 32-bit limit";
@@ -174,11 +174,13 @@ const char* CudnnConv::plan(const ConvGeometry& g, cudaDataType type, bool tf32,
     const int x[5] = {i(g.n), i(g.c), i(g.d), i(g.h), i(g.w)}, y[5] = {i(g.n), i(g.k), i(g.od), i(g.oh), i(g.ow)};
     const int w[5] = {i(g.k), i(g.c / g.groups), i(g.kd), i(g.kh), i(g.kw)};
     const int pad[3] = {i(g.pd), i(g.ph), i(g.pw)}, stride[3] = {i(g.sd), i(g.sh), i(g.sw)};
-    const int dilation[3] = {i(g.dd), i(g.dh), i(g.dw)};
+    const int dilation[3] = {i(g.dd), i(g.dh), i(g.dw)}, bias[5] = {1, i(g.k), 1, 1, 1};
     if ((s = lib.set_tensor_nd(x_desc_, kNchw, dt, 5, x)) || (s = lib.set_tensor_nd(y_desc_, kNchw, dt, 5, y)) ||
         (s = lib.set_filter_nd(w_desc_, dt, kNchw, 5, w)) ||
         (s = lib.set_conv_nd(conv_desc_, 3, pad, stride, dilation, kCrossCorrelation, kDataFloat)) ||
-        (s = lib.set_groups(conv_desc_, i(g.groups))) || (s = lib.set_math(conv_desc_, math))) {
+        (s = lib.set_groups(conv_desc_, i(g.groups))) || (s = lib.set_math(conv_desc_, math)) ||
+        (relu_bias && (s = lib.set_tensor_nd(bias_desc_, kNchw, dt, 5, bias))) ||
+        (relu_bias && (s = lib.set_act(act_desc_, kActivationRelu, kNotPropagateNan, 0.0)))) {
       return failure("cuDNN 3-D convolution", s);
     }
   } else if ((s = lib.set_tensor(x_desc_, format, dt, i(g.n), i(g.c), i(g.h), i(g.w))) ||

@@ -36,7 +36,7 @@ struct ConvGeometry {
 // `relu_bias`, run() computes y = relu(conv(x, w) + bias + z) in one kernel (z may be y's own bytes,
 // or none); otherwise y = conv(x, w) and the caller applies any epilogue. `channels_last`: x, y and z
 // are NHWC and w is OHWI (what tensor cores read without transposing); otherwise NCHW and OIHW.
-// A volumetric convolution is planned NCDHW, without relu_bias.
+// A volumetric convolution is planned NCDHW.
 class CudnnConv {
  public:
   CudnnConv() = default;
