@@ -1,7 +1,8 @@
 """Generation speed of executorch.llm against transformers' generate, on the CPU, same process.
 
     python bench/llm.py [--hidden 512] [--layers 8] [--heads 8] [--kv-heads 4] [--vocab 32000]
-                        [--context 512] [--prompt 128] [--new 64] [--chunk 32] [--dtypes float32,bfloat16,int4]
+                        [--context 512] [--prompt 128] [--new 64] [--chunk 32]
+                        [--dtypes float32,bfloat16,int8_weight_only,int4]
                         [--threads N] [--repeat 3]
 
 A random-weight Llama of that shape (LlamaForCausalLM; --hidden 2048 --layers 16 --heads 32 --kv-heads 8
@@ -11,9 +12,9 @@ dynamic cache and with its static cache, eager, all greedy from the same prompt 
 for --new tokens. Prints prefill milliseconds (the prompt up to the first token) and decode tokens/s
 (after the first token), the median of --repeat runs, and whether the tokens agree with transformers'
 dynamic-cache run. Ratios are ours / theirs (for decode, theirs / ours: below 1 means we are faster).
-"int4" is float32 activations with weight-only int4 linear layers (group 32): ours from
-export_llm(quantize="int4"), transformers' on the model with the same int4 layers (their torch
-reference, which expands the weights at every call).
+"int4" and "int8_weight_only" are float32 activations with weight-only int4 (group 32) or int8
+(per channel) linear layers: ours from export_llm(quantize=...), transformers' on the model with the
+same quantized layers (their torch reference, which expands the weights at every call).
 """
 
 from __future__ import annotations
@@ -29,10 +30,16 @@ from typing import Any, Callable
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # tests.models
-from executorch.export._quantize import quantize_linear_int4  # noqa: E402
+from executorch.export._quantize import quantize_linear_int4, quantize_linear_int8_weight_only  # noqa: E402
 from executorch.llm import TextGenerator, export_llm  # noqa: E402
 from executorch.runtime import Runtime  # noqa: E402
 from tests.models.real import import_torchvision  # noqa: E402
+
+# Weight-only quantizations: the torch reference of each, on which transformers runs.
+QUANTIZERS: dict[str, Callable[[torch.nn.Module], tuple[torch.nn.Module, int]]] = {
+    "int8_weight_only": quantize_linear_int8_weight_only,
+    "int4": lambda model: quantize_linear_int4(model, 32),
+}
 
 
 def llama(args: argparse.Namespace, dtype: torch.dtype) -> torch.nn.Module:
@@ -77,23 +84,23 @@ def main() -> int:
                           ("--context", 512), ("--prompt", 128), ("--new", 64), ("--chunk", 32), ("--repeat", 3),
                           ("--threads", os.cpu_count() or 1)):
         parser.add_argument(flag, type=int, default=default)
-    parser.add_argument("--dtypes", default="float32,bfloat16,int4")
+    parser.add_argument("--dtypes", default="float32,bfloat16,int8_weight_only,int4")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     Runtime.get().set_num_threads(args.threads)
     prompt = torch.randint(0, args.vocab, (args.prompt,), generator=torch.Generator().manual_seed(1)).tolist()
     print(f"Llama hidden {args.hidden}, {args.layers} layers, {args.heads} heads ({args.kv_heads} kv), vocab "
           f"{args.vocab}, context {args.context}; prompt {args.prompt}, {args.new} new tokens, {args.threads} threads")
-    print(f"{'dtype':9} {'runner':26} {'prefill ms':>11} {'decode tok/s':>13} {'tokens agree':>13}")
+    print(f"{'dtype':16} {'runner':26} {'prefill ms':>11} {'decode tok/s':>13} {'tokens agree':>13}")
     for name in args.dtypes.split(","):
-        dtype = torch.float32 if name == "int4" else getattr(torch, name)
+        quantize = name if name in QUANTIZERS else None
+        dtype = torch.float32 if quantize else getattr(torch, name)
         model = llama(args, dtype)
-        quantize = "int4" if name == "int4" else None
         gen = TextGenerator(Runtime.get().load_program(
             export_llm(model, max_seq_len=args.context, prefill_chunk=args.chunk,
                        dtype=None if dtype == torch.float32 else dtype, quantize=quantize)))
         if quantize:
-            model = quantize_linear_int4(model, 32)[0]
+            model = QUANTIZERS[quantize](model)[0]
 
         def ours() -> tuple[list[int], float, float]:
             r = gen.generate(prompt, args.new)
@@ -106,10 +113,10 @@ def main() -> int:
         }
         reference = results["transformers (dynamic)"][0]
         for runner, (tokens, prefill, decode) in results.items():
-            print(f"{name:9} {runner:26} {prefill:11.1f} {decode:13.1f} {str(tokens == reference):>13}", flush=True)
+            print(f"{name:16} {runner:26} {prefill:11.1f} {decode:13.1f} {str(tokens == reference):>13}", flush=True)
         ours_row = results["executorch.llm"]
         for peer in ("transformers (dynamic)", "transformers (static)"):
-            print(f"{name:9} ratio vs {peer:17} {ours_row[1] / results[peer][1]:11.2f} "
+            print(f"{name:16} ratio vs {peer:17} {ours_row[1] / results[peer][1]:11.2f} "
                   f"{results[peer][2] / ours_row[2]:13.2f}")
     return 0
 

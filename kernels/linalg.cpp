@@ -149,14 +149,36 @@ Error int8_linear(KernelRuntimeContext&, Args args) {
   return Error::Ok;
 }
 
+// Weight-only quantized linear layers: up to kGemvRows rows of x (decoding) take dot products with
+// the stored weights; more rows expand kExpandBlock weight rows at a time for a float32 GEMM.
+constexpr int64_t kGemvRows = 4;
+constexpr int64_t kExpandBlock = 256;
+
+// out[rows, n] = x[rows, k] . W^T (+ bias) for a quantized weight whose row j expand(j, row) writes
+// as float32 (prefill: many rows): blocks of kExpandBlock weight rows expanded, then one float32 GEMM
+// per block.
+template <typename Expand>
+void expanded_linear(int64_t rows, int64_t n, int64_t k, const float* px, Expand expand, const float* pb, float* po) {
+  std::vector<float> block(static_cast<size_t>(std::min(kExpandBlock, n) * k));
+  for (int64_t j0 = 0; j0 < n; j0 += kExpandBlock) {
+    const int64_t jb = std::min(kExpandBlock, n - j0);
+    extension::threadpool::parallel_for(0, jb, 8, [&](int64_t b0, int64_t b1) {
+      for (int64_t b = b0; b < b1; ++b) expand(j0 + b, block.data() + b * k);
+    });
+    sgemm(rows, jb, k, 1.f, px, k, 1, block.data(), 1, k, 0.f, po + j0, n);
+  }
+  if (pb) {
+    for (int64_t r = 0; r < rows; ++r) {
+      for (int64_t j = 0; j < n; ++j) po[r * n + j] += pb[j];
+    }
+  }
+}
+
 // int4_linear(x, packed, scales, group_size, bias) -> out: x float32 [..., k]; packed uint8 [n, k / 2],
 // weight column 2i in the low nibble and 2i + 1 in the high one, each holding value + 8 for a value in
 // [-8, 7]; scales float32 [n, k / group_size], one per group of group_size columns; bias float32 [n]
 // or None; out float32 [..., n] = x . (value * scale of its group) (+ bias). Weight-only: the
 // activations stay float32.
-constexpr int64_t kInt4GemvRows = 4;  // up to this many rows of x: the dot-product path
-constexpr int64_t kInt4Block = 256;   // weight rows expanded per GEMM
-
 Error int4_linear(KernelRuntimeContext&, Args args) {
   const char* op = "executorch::int4_linear";
   Tensor *x = nullptr, *w = nullptr, *scales = nullptr, *bias = nullptr, *out = nullptr;
@@ -191,7 +213,7 @@ Error int4_linear(KernelRuntimeContext&, Args args) {
       row[c + 1] = static_cast<float>((wj[c / 2] >> 4) - 8) * s;
     }
   };
-  if (rows <= kInt4GemvRows) {
+  if (rows <= kGemvRows) {
     // Decoding: few rows. Each group's dot product is taken with the stored nibbles (value + 8) and
     // corrected by 8 * the group's sum of x, then scaled: one multiply-add an element, the packed
     // weights read once.
@@ -228,26 +250,69 @@ Error int4_linear(KernelRuntimeContext&, Args args) {
     });
     return Error::Ok;
   }
-  // Many rows (prefill): blocks of weight rows expanded, then one float32 GEMM per block.
-  std::vector<float> block(static_cast<size_t>(kInt4Block * k));
-  for (int64_t j0 = 0; j0 < n; j0 += kInt4Block) {
-    const int64_t jb = std::min(kInt4Block, n - j0);
-    extension::threadpool::parallel_for(0, jb, 8, [&](int64_t b0, int64_t b1) {
-      for (int64_t b = b0; b < b1; ++b) expand(j0 + b, block.data() + b * k);
+  expanded_linear(rows, n, k, px, expand, pb, po);
+  return Error::Ok;
+}
+
+// int8_weight_linear(x, weight, scale, bias) -> out: x float32 [..., k]; weight int8 [n, k], row j
+// scaled by scale[j] (float32 [n]); bias float32 [n] or None; out float32 [..., n] = x . (weight *
+// scale) (+ bias). Weight-only: the activations stay float32 (executorch::int8_linear quantizes them).
+Error int8_weight_linear(KernelRuntimeContext&, Args args) {
+  const char* op = "executorch::int8_weight_linear";
+  Tensor *x = nullptr, *w = nullptr, *scale = nullptr, *bias = nullptr, *out = nullptr;
+  ET_TRY(read_args(args, op, 5, at(0, &x), at(1, &w), at(2, &scale), optional_at(3, &bias), at(4, &out)));
+  ET_TRY(check_dtype(*x, ScalarType::Float, op, "input"));
+  ET_TRY(check_dtype(*w, ScalarType::Char, op, "weight"));
+  ET_TRY(check_dtype(*scale, ScalarType::Float, op, "scale"));
+  ET_TRY(check_dtype(*out, ScalarType::Float, op, "output"));
+  KCHECK(w->dim() == 2 && scale->dim() == 1 && x->dim() >= 1, "%s: weight must be 2-D, scale 1-D, input at least 1-D",
+         op);
+  const int64_t n = w->size(0), k = w->size(1);
+  KCHECK(k > 0 && x->size(x->dim() - 1) == k && scale->size(0) == n,
+         "%s: input has %lld features, the weight [%lld, %lld], %lld scales", op,
+         static_cast<long long>(x->size(x->dim() - 1)), static_cast<long long>(n), static_cast<long long>(k),
+         static_cast<long long>(scale->size(0)));
+  ET_TRY(check_linear_output(*x, bias, *out, n, op));
+  const int64_t rows = x->numel() / k;
+  const float* px = x->data_ptr<float>();
+  const int8_t* pw = w->data_ptr<int8_t>();
+  const float* ps = scale->data_ptr<float>();
+  const float* pb = bias ? bias->data_ptr<float>() : nullptr;
+  float* po = out->data_ptr<float>();
+  if (rows <= kGemvRows) {
+    // Decoding: each weight row read once, as int8, for every row of x.
+    extension::threadpool::parallel_for(0, n, 16, [&](int64_t j0, int64_t j1) {
+      for (int64_t j = j0; j < j1; ++j) {
+        const int8_t* wj = pw + j * k;
+        for (int64_t r = 0; r < rows; ++r) {
+          const float* xr = px + r * k;
+          float lanes[8] = {};  // independent sums the compiler keeps in one vector register
+          int64_t c = 0;
+          for (; c + 8 <= k; c += 8) {
+            for (int l = 0; l < 8; ++l) lanes[l] += xr[c + l] * static_cast<float>(wj[c + l]);
+          }
+          for (; c < k; ++c) lanes[0] += xr[c] * static_cast<float>(wj[c]);
+          const float dot =
+              ((lanes[0] + lanes[1]) + (lanes[2] + lanes[3])) + ((lanes[4] + lanes[5]) + (lanes[6] + lanes[7]));
+          po[r * n + j] = pb ? dot * ps[j] + pb[j] : dot * ps[j];
+        }
+      }
     });
-    sgemm(rows, jb, k, 1.f, px, k, 1, block.data(), 1, k, 0.f, po + j0, n);
+    return Error::Ok;
   }
-  if (pb) {
-    for (int64_t r = 0; r < rows; ++r) {
-      for (int64_t j = 0; j < n; ++j) po[r * n + j] += pb[j];
-    }
-  }
+  expanded_linear(
+      rows, n, k, px,
+      [&](int64_t j, float* row) {
+        for (int64_t c = 0; c < k; ++c) row[c] = static_cast<float>(pw[j * k + c]) * ps[j];
+      },
+      pb, po);
   return Error::Ok;
 }
 
 const runtime::Kernel kKernels[] = {
     {"executorch::int8_linear", int8_linear},
     {"executorch::int4_linear", int4_linear},
+    {"executorch::int8_weight_linear", int8_weight_linear},
     {"aten::mm", mm},
     {"aten::bmm", bmm},
     {"aten::addmm", addmm},

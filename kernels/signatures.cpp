@@ -190,6 +190,7 @@ const runtime::KernelSignature kSignatures[] = {
     {"executorch::gru_cell", "NNN>T"},
     {"executorch::int4_linear", "NNNit>T"},
     {"executorch::int8_linear", "NNNt>T"},
+    {"executorch::int8_weight_linear", "NNNt>T"},
     {"executorch::lstm_cell", "NNN>TT"},
 };
 

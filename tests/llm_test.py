@@ -72,19 +72,21 @@ def test_greedy_matches_transformers(family: tuple[str, torch.nn.Module, bytes],
     assert streamed == expected and result.tokens_per_second > 0
 
 
+@pytest.mark.parametrize("quantize", ["int4", "int8_weight_only"])
 @pytest.mark.parametrize("name", ["llama", "qwen2"])
-def test_int4_greedy_matches_transformers_on_the_same_quantization(name: str) -> None:
-    """export_llm(quantize="int4"): tokens equal transformers' generate on the model whose linear
-    layers are replaced by the same int4 layers (their torch reference)."""
-    from executorch.export._quantize import quantize_linear_int4
+def test_weight_only_greedy_matches_transformers_on_the_same_quantization(name: str, quantize: str) -> None:
+    """export_llm(quantize="int4" / "int8_weight_only"): tokens equal transformers' generate on the
+    model whose linear layers are replaced by the same quantized layers (their torch reference)."""
+    from executorch.export._quantize import quantize_linear_int4, quantize_linear_int8_weight_only
 
     model = _model(name)
-    quantized, count = quantize_linear_int4(model, 32)
+    quantized, count = (quantize_linear_int4(model, 32) if quantize == "int4"
+                        else quantize_linear_int8_weight_only(model))
     assert count == 2 * 7 + 1  # q, k, v, o, gate, up, down per layer, and the head
     prompt = torch.randint(0, 512, (11,), generator=torch.Generator().manual_seed(3)).tolist()
     expected = _reference(quantized, prompt)
-    pte = export_llm(model, max_seq_len=MAX_LEN, prefill_chunk=CHUNK, quantize="int4")
-    assert len(pte) < len(export_llm(model, max_seq_len=MAX_LEN, prefill_chunk=CHUNK)) / 2
+    pte = export_llm(model, max_seq_len=MAX_LEN, prefill_chunk=CHUNK, quantize=quantize)
+    assert len(pte) < len(export_llm(model, max_seq_len=MAX_LEN, prefill_chunk=CHUNK)) / (2 if quantize == "int4" else 1.5)
     assert TextGenerator(Runtime.get().load_program(pte)).generate(prompt, NEW).tokens == expected, name
 
 

@@ -3,9 +3,10 @@ when the program runs (executorch::int8_linear). The CPU kernel is checked here 
 reference of the same arithmetic and against the float32 model; the CudaBackend payloads run on the
 CPU runtime here and on a GPU in tools/gpu/verify.sh.
 
-quantize="int4": weight-only int4 in groups (executorch::int4_linear), the CPU kernel against the
-torch reference (the same dequantized weights, float32 arithmetic in another order: 1e-4 relative)
-at few rows (the dot-product path) and many (the GEMM path), in float32 and bfloat16."""
+quantize="int4": weight-only int4 in groups (executorch::int4_linear), and quantize="int8_weight_only"
+(executorch::int8_weight_linear): the CPU kernels against the torch reference (the same dequantized
+weights, float32 arithmetic in another order: 1e-4 relative) at few rows (the dot-product path) and
+many (the GEMM path), in float32 and bfloat16."""
 
 from __future__ import annotations
 
@@ -18,7 +19,8 @@ torch = pytest.importorskip("torch", reason="torch is not installed in the test 
 preload_cuda_runtime()
 
 from executorch.export import ExportError, export  # noqa: E402
-from executorch.export._quantize import quantize_linear_int4, quantize_linear_int8, unpack_int4  # noqa: E402
+from executorch.export._quantize import (quantize_linear_int4, quantize_linear_int8,  # noqa: E402
+                                         quantize_linear_int8_weight_only, unpack_int4)
 from executorch.runtime import Runtime  # noqa: E402
 from executorch.serialization.pte import deserialize  # noqa: E402
 from tests.models.zoo import MODELS, fresh_inputs  # noqa: E402
@@ -123,8 +125,9 @@ def test_quantize_errors() -> None:
         export(model, example, quantize="int2")
     with pytest.raises(ExportError, match="group_size 32, 64 or 128, got 48"):
         export(model, example, quantize="int4", group_size=48)
-    with pytest.raises(ExportError, match="CudaBackend has no int4 kernel"):
-        export(model, example, backend="cuda", quantize="int4")
+    for weight_only in ("int4", "int8_weight_only"):
+        with pytest.raises(ExportError, match=f"quantize='{weight_only}' runs on the CPU kernels"):
+            export(model, example, backend="cuda", quantize=weight_only)
     with pytest.raises(ExportError, match="no nn.Linear layer with input features a multiple of 128"):
         export(torch.nn.Linear(96, 4), (torch.randn(2, 96),), quantize="int4", group_size=128)
     with pytest.raises(ExportError, match="does not combine with dtype"):
@@ -188,5 +191,38 @@ def test_int4_in_bfloat16_reads_float32_copies() -> None:
         reference = quantized(x.to(torch.bfloat16)).float().numpy()
     got = Runtime.get().load_program(export(model, (x,), dtype=torch.bfloat16, quantize="int4")).load_method().execute(
         [x.to(torch.bfloat16)])[0]
+    assert got.dtype == torch.bfloat16
+    assert scaled(got.float().numpy() - reference, reference) <= 1e-2  # bfloat16 rounding of the outputs
+
+
+@pytest.mark.parametrize("rows", [1, 3, 40])
+def test_int8_weight_only_program_matches_the_reference(rows: int) -> None:
+    torch.manual_seed(rows)
+    model = torch.nn.Sequential(torch.nn.Linear(100, 384), torch.nn.GELU(), torch.nn.Linear(384, 130, bias=False)).eval()
+    x = torch.randn(rows, 100)  # 100 features: the dot product's tail past the last 8
+    quantized, count = quantize_linear_int8_weight_only(model)
+    assert count == 2
+    with torch.no_grad():
+        reference, float_out = quantized(x).numpy(), model(x).numpy()
+    pte = export(model, (x,), quantize="int8_weight_only")
+    got = run(pte, (x,))
+    assert scaled(got - reference, reference) <= INT4_RTOL
+    assert scaled(got - float_out, float_out) <= 2e-2  # 8-bit weights: the quantization error itself
+    plan = deserialize(pte).plans[0]
+    weights = [v for v in plan.values if v.kind == "tensor" and v.payload.dtype == INT8 and v.payload.data_segment >= 0]
+    assert sorted(tuple(v.payload.sizes) for v in weights) == [(130, 384), (384, 100)]
+    names = {plan.operators[i.op_index][0] for i in plan.instructions if hasattr(i, "op_index")}
+    assert "executorch::int8_weight_linear" in names and "executorch::int8_linear" not in names
+
+
+def test_int8_weight_only_in_bfloat16_reads_float32_copies() -> None:
+    torch.manual_seed(6)
+    model = torch.nn.Sequential(torch.nn.Linear(64, 96), torch.nn.ReLU(), torch.nn.Linear(96, 32)).eval()
+    x = torch.randn(4, 64)
+    quantized, _ = quantize_linear_int8_weight_only(model.to(torch.bfloat16))
+    with torch.no_grad():
+        reference = quantized(x.to(torch.bfloat16)).float().numpy()
+    program = Runtime.get().load_program(export(model, (x,), dtype=torch.bfloat16, quantize="int8_weight_only"))
+    got = program.load_method().execute([x.to(torch.bfloat16)])[0]
     assert got.dtype == torch.bfloat16
     assert scaled(got.float().numpy() - reference, reference) <= 1e-2  # bfloat16 rounding of the outputs

@@ -17,7 +17,7 @@ import torch
 from executorch.export import _dtypes
 from executorch.export._errors import ExportError, UnsupportedOperatorError
 from executorch.export._planner import Allocation, plan
-from executorch.export._quantize import quantize_linear_int4, quantize_linear_int8
+from executorch.export._quantize import quantize_linear_int4, quantize_linear_int8, quantize_linear_int8_weight_only
 from executorch.export._recurrent import add_recurrent_decompositions
 from executorch.export._rewrite import only_first_output_read, simplify
 from executorch.serialization.pte import (BoolListValue, BoolValue, DoubleListValue, DoubleValue, IntListValue, IntValue,
@@ -622,6 +622,8 @@ def export(
     quantize="int8" stores every nn.Linear's weight as int8 with a float32 scale per output feature;
     activations are quantized per row when the program runs (executorch::int8_linear, on the CPU
     and on CudaBackend, where the layer's input features are a multiple of 4).
+    quantize="int8_weight_only" stores the same int8 weights with their scales and computes in
+    float32 from activations of any dtype (executorch::int8_weight_linear, on the CPU).
     quantize="int4" stores the weights only as int4, in groups of `group_size` (32, 64 or 128) input
     features with a float32 scale each, and computes in float32 from activations of any dtype
     (executorch::int4_linear, on the CPU); layers whose input features are no multiple of
@@ -657,15 +659,14 @@ def _check_options(backend: str | None, cuda_archs: Sequence[str] | None, dtype:
         raise ExportError(f"tf32_convolutions needs backend='cuda' and float32, got backend={backend!r}, dtype={dtype}")
     if dtype is not None and dtype not in (torch.float32, torch.float16, torch.bfloat16):
         raise ExportError(f"dtype must be torch.float32, torch.float16 or torch.bfloat16, got {dtype}")
-    if quantize not in (None, "int8", "int4"):
-        raise ExportError(f"unknown quantize {quantize!r}: use 'int8' or 'int4'")
+    if quantize not in (None, "int8", "int8_weight_only", "int4"):
+        raise ExportError(f"unknown quantize {quantize!r}: use 'int8', 'int8_weight_only' or 'int4'")
     if quantize == "int8" and dtype not in (None, torch.float32):
         raise ExportError(f"quantize='int8' takes float32 activations; it does not combine with dtype={dtype}")
-    if quantize == "int4":
-        if group_size not in (32, 64, 128):
-            raise ExportError(f"quantize='int4' takes group_size 32, 64 or 128, got {group_size!r}")
-        if backend == "cuda":
-            raise ExportError("quantize='int4' runs on the CPU kernels; CudaBackend has no int4 kernel yet")
+    if quantize == "int4" and group_size not in (32, 64, 128):
+        raise ExportError(f"quantize='int4' takes group_size 32, 64 or 128, got {group_size!r}")
+    if quantize in ("int4", "int8_weight_only") and backend == "cuda":
+        raise ExportError(f"quantize={quantize!r} runs on the CPU kernels; CudaBackend has no kernel for it yet")
 
 
 def _converted(module: torch.nn.Module, example_inputs: Sequence[Any], dtype: torch.dtype | None,
@@ -676,7 +677,9 @@ def _converted(module: torch.nn.Module, example_inputs: Sequence[Any], dtype: to
         module = copy.deepcopy(module).to(dtype)
         inputs = [x.to(dtype) if isinstance(x, torch.Tensor) and x.is_floating_point() else x for x in inputs]
     if quantize is not None:
-        module, count = quantize_linear_int8(module) if quantize == "int8" else quantize_linear_int4(module, group_size)
+        module, count = (quantize_linear_int8(module) if quantize == "int8"
+                         else quantize_linear_int8_weight_only(module) if quantize == "int8_weight_only"
+                         else quantize_linear_int4(module, group_size))
         if count == 0:
             raise ExportError(f"quantize={quantize!r}: the module has no nn.Linear layer"
                               + (f" with input features a multiple of {group_size}" if quantize == "int4" else ""))

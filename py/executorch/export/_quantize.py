@@ -5,6 +5,10 @@ int8: weights quantized per output channel at export, activations per row at run
 `executorch::int8_linear`, which the program keeps as one instruction (a CPU kernel, and a
 CudaBackend kernel built on __dp4a).
 
+int8_weight_only: the same int8 weights and per-channel scales, activations stay floating (the
+linear layers of a language model, where decoding reads weights). `quantize_linear_int8_weight_only`
+makes the layers call `executorch::int8_weight_linear` (a CPU kernel).
+
 int4: weights only, in groups of `group_size` input features, each group with its own float32
 scale; activations stay floating. `quantize_linear_int4(module, group_size)` makes the layers call
 `executorch::int4_linear` (a CPU kernel).
@@ -35,24 +39,48 @@ def int8_linear(x: torch.Tensor, weight: torch.Tensor, scale: torch.Tensor, bias
     return y + bias if bias is not None else y
 
 
-@int8_linear.register_fake
-def _(x: torch.Tensor, weight: torch.Tensor, scale: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
+def _linear_fake(x: torch.Tensor, weight: torch.Tensor, scale: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
     return x.new_empty((*x.shape[:-1], weight.shape[0]))
 
 
-class Int8Linear(nn.Module):
-    """An nn.Linear with its weight quantized to int8, one float32 scale per output feature."""
+int8_linear.register_fake(_linear_fake)
 
-    def __init__(self, linear: nn.Linear) -> None:
+INT8_WEIGHT_OPERATOR = "executorch::int8_weight_linear"
+
+
+@torch.library.custom_op(INT8_WEIGHT_OPERATOR, mutates_args=())
+def int8_weight_linear(x: torch.Tensor, weight: torch.Tensor, scale: torch.Tensor,
+                       bias: torch.Tensor | None) -> torch.Tensor:
+    """x [..., k] times int8 weight [n, k] (row scales `scale`), plus bias: [..., n], computed in
+    float32 and returned in x's dtype."""
+    y = x.to(torch.float32) @ (weight.to(torch.float32) * scale[:, None]).t()
+    y = y + bias.to(torch.float32) if bias is not None else y
+    return y.to(x.dtype)
+
+
+int8_weight_linear.register_fake(_linear_fake)
+
+
+class Int8Linear(nn.Module):
+    """An nn.Linear with its weight quantized to int8, one float32 scale per output feature:
+    the row's largest magnitude / 127, values round(w / scale). `weight_only`: activations stay
+    floating (executorch::int8_weight_linear); otherwise they are quantized per row as the program
+    runs (executorch::int8_linear)."""
+
+    def __init__(self, linear: nn.Linear, weight_only: bool = False) -> None:
         super().__init__()
         w = linear.weight.detach().float()
         scale = w.abs().amax(dim=1) / 127.0
         scale = torch.where(scale > 0, scale, torch.ones_like(scale))  # an all-zero row stays zero
+        self.weight_only = weight_only
         self.register_buffer("weight", torch.clamp(torch.round(w / scale[:, None]), -127, 127).to(torch.int8))
         self.register_buffer("scale", scale)
-        self.register_buffer("bias", None if linear.bias is None else linear.bias.detach().float().clone())
+        bias = None if linear.bias is None else linear.bias.detach().clone()
+        self.register_buffer("bias", bias if bias is None or weight_only else bias.float())
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.weight_only:
+            return torch.ops.executorch.int8_weight_linear(x, self.weight, self.scale, self.bias)
         return torch.ops.executorch.int8_linear(x, self.weight, self.scale, self.bias)
 
 
@@ -123,6 +151,11 @@ def _replace_linear(module: nn.Module, make: Callable[[nn.Linear], nn.Module | N
 def quantize_linear_int8(module: nn.Module) -> tuple[nn.Module, int]:
     """A copy of `module` with every nn.Linear replaced by Int8Linear, and how many were replaced."""
     return _replace_linear(module, Int8Linear)
+
+
+def quantize_linear_int8_weight_only(module: nn.Module) -> tuple[nn.Module, int]:
+    """A copy of `module` with every nn.Linear replaced by a weight-only Int8Linear, and how many."""
+    return _replace_linear(module, lambda layer: Int8Linear(layer, weight_only=True))
 
 
 def quantize_linear_int4(module: nn.Module, group_size: int) -> tuple[nn.Module, int]:

@@ -18,7 +18,8 @@ def export_llm(model: torch.nn.Module, max_seq_len: int, *, prefill_chunk: int =
     Methods: `prefill(input_ids[1, prefill_chunk], cache_position[prefill_chunk])` and
     `decode(input_ids[1, 1], cache_position[1])`, both returning logits [1, tokens, vocab] and
     writing the tokens' keys and values into the cache, which the two share. dtype, quantize and
-    group_size are as for executorch.export.export (quantize="int4": weight-only int4 linear layers);
+    group_size are as for executorch.export.export (quantize="int4" or "int8_weight_only":
+    weight-only int4 or int8 linear layers);
     backend="cuda" does not yet take programs with a cache.
     """
     try:
