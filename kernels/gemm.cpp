@@ -73,17 +73,7 @@ void streamed(int64_t m, int64_t n, int64_t k, float alpha, const float* a, int6
     auto columns = [&](int64_t j0, int64_t j1) {
       for (int64_t j = j0; j < j1; ++j) {
         const float* bj = b + j * b_cs;
-        for (int64_t i = 0; i < m; ++i) {
-          const float* ai = rows + i * k;
-          float lanes[8] = {};  // independent sums the compiler keeps in one vector register
-          int64_t p = 0;
-          for (; p + 8 <= k; p += 8) {
-            for (int l = 0; l < 8; ++l) lanes[l] += ai[p + l] * bj[p + l];
-          }
-          float sum = ((lanes[0] + lanes[1]) + (lanes[2] + lanes[3])) + ((lanes[4] + lanes[5]) + (lanes[6] + lanes[7]));
-          for (; p < k; ++p) sum += ai[p] * bj[p];
-          c[i * ldc + j] += alpha * sum;
-        }
+        for (int64_t i = 0; i < m; ++i) c[i * ldc + j] += alpha * dot(rows + i * k, bj, k);
       }
     };
     if (serial) {

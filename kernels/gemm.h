@@ -11,5 +11,19 @@ namespace kernels {
 void sgemm(int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t a_rs, int64_t a_cs, const float* b,
            int64_t b_rs, int64_t b_cs, float beta, float* c, int64_t ldc);
 
+// sum_p a[p] * b[p] over k elements, b float32 or an integer type read as float: eight independent
+// sums the compiler keeps in one vector register, then the tail.
+template <typename B>
+inline float dot(const float* a, const B* b, int64_t k) {
+  float lanes[8] = {};
+  int64_t p = 0;
+  for (; p + 8 <= k; p += 8) {
+    for (int l = 0; l < 8; ++l) lanes[l] += a[p + l] * static_cast<float>(b[p + l]);
+  }
+  float sum = ((lanes[0] + lanes[1]) + (lanes[2] + lanes[3])) + ((lanes[4] + lanes[5]) + (lanes[6] + lanes[7]));
+  for (; p < k; ++p) sum += a[p] * static_cast<float>(b[p]);
+  return sum;
+}
+
 }  // namespace kernels
 }  // namespace executorch

@@ -104,9 +104,18 @@ Error check_linear_output(const Tensor& x, const Tensor* bias, const Tensor& out
 // int32 sums of k products of int8 values stay exact up to this depth.
 constexpr int64_t kMaxInt8Depth = (int64_t{1} << 31) / (127 * 127);
 
-Error int8_linear(KernelRuntimeContext&, Args args) {
-  const char* op = "executorch::int8_linear";
-  Tensor *x = nullptr, *w = nullptr, *scale = nullptr, *out = nullptr, *bias = nullptr;
+// The operands of int8_linear and int8_weight_linear (x, weight, scale, bias?) -> out, checked (a
+// weight of at most max_depth input features): `rows` rows of x with k features, n outputs.
+struct Int8Operands {
+  int64_t rows, n, k;
+  const float* x;
+  const int8_t* w;
+  const float *scale, *bias;
+  float* out;
+};
+
+Error int8_operands(Args args, const char* op, int64_t max_depth, Int8Operands* o) {
+  Tensor *x = nullptr, *w = nullptr, *scale = nullptr, *bias = nullptr, *out = nullptr;
   ET_TRY(read_args(args, op, 5, at(0, &x), at(1, &w), at(2, &scale), optional_at(3, &bias), at(4, &out)));
   ET_TRY(check_dtype(*x, ScalarType::Float, op, "input"));
   ET_TRY(check_dtype(*w, ScalarType::Char, op, "weight"));
@@ -114,22 +123,30 @@ Error int8_linear(KernelRuntimeContext&, Args args) {
   ET_TRY(check_dtype(*out, ScalarType::Float, op, "output"));
   KCHECK(w->dim() == 2 && x->dim() >= 1, "%s: weight must be 2-D and input at least 1-D", op);
   const int64_t n = w->size(0), k = w->size(1);
-  KCHECK(k > 0 && k <= kMaxInt8Depth && x->size(x->dim() - 1) == k,
+  KCHECK(k > 0 && k <= max_depth && x->size(x->dim() - 1) == k,
          "%s: input has %lld features, the weight %lld (at most %lld)", op,
-         static_cast<long long>(x->size(x->dim() - 1)), static_cast<long long>(k),
-         static_cast<long long>(kMaxInt8Depth));
+         static_cast<long long>(x->size(x->dim() - 1)), static_cast<long long>(k), static_cast<long long>(max_depth));
   KCHECK(scale->numel() == n, "%s: %lld scales for %lld output features", op, static_cast<long long>(scale->numel()),
          static_cast<long long>(n));
   ET_TRY(check_linear_output(*x, bias, *out, n, op));
-  const int64_t rows = x->numel() / k;
-  const float* px = x->data_ptr<float>();
-  const int8_t* pw = w->data_ptr<int8_t>();
-  const float* ps = scale->data_ptr<float>();
-  const float* pb = bias ? bias->data_ptr<float>() : nullptr;
-  float* po = out->data_ptr<float>();
+  *o = {x->numel() / k,
+        n,
+        k,
+        x->data_ptr<float>(),
+        w->data_ptr<int8_t>(),
+        scale->data_ptr<float>(),
+        bias ? bias->data_ptr<float>() : nullptr,
+        out->data_ptr<float>()};
+  return Error::Ok;
+}
+
+Error int8_linear(KernelRuntimeContext&, Args args) {
+  Int8Operands o;
+  ET_TRY(int8_operands(args, "executorch::int8_linear", kMaxInt8Depth, &o));
+  const int64_t n = o.n, k = o.k;
   std::vector<int8_t> q(static_cast<size_t>(k));
-  for (int64_t r = 0; r < rows; ++r) {
-    const float* row = px + r * k;
+  for (int64_t r = 0; r < o.rows; ++r) {
+    const float* row = o.x + r * k;
     float amax = 0.f;
     for (int64_t c = 0; c < k; ++c) amax = std::max(amax, std::fabs(row[c]));
     const float inv = amax > 0.f ? 127.f / amax : 0.f;
@@ -139,11 +156,11 @@ Error int8_linear(KernelRuntimeContext&, Args args) {
     }
     const float s = amax / 127.f;
     for (int64_t j = 0; j < n; ++j) {
-      const int8_t* wr = pw + j * k;
+      const int8_t* wr = o.w + j * k;
       int32_t acc = 0;
       for (int64_t c = 0; c < k; ++c) acc += static_cast<int32_t>(q[c]) * wr[c];
-      const float y = static_cast<float>(acc) * s * ps[j];
-      po[r * n + j] = pb ? y + pb[j] : y;
+      const float y = static_cast<float>(acc) * s * o.scale[j];
+      o.out[r * n + j] = o.bias ? y + o.bias[j] : y;
     }
   }
   return Error::Ok;
@@ -258,54 +275,25 @@ Error int4_linear(KernelRuntimeContext&, Args args) {
 // scaled by scale[j] (float32 [n]); bias float32 [n] or None; out float32 [..., n] = x . (weight *
 // scale) (+ bias). Weight-only: the activations stay float32 (executorch::int8_linear quantizes them).
 Error int8_weight_linear(KernelRuntimeContext&, Args args) {
-  const char* op = "executorch::int8_weight_linear";
-  Tensor *x = nullptr, *w = nullptr, *scale = nullptr, *bias = nullptr, *out = nullptr;
-  ET_TRY(read_args(args, op, 5, at(0, &x), at(1, &w), at(2, &scale), optional_at(3, &bias), at(4, &out)));
-  ET_TRY(check_dtype(*x, ScalarType::Float, op, "input"));
-  ET_TRY(check_dtype(*w, ScalarType::Char, op, "weight"));
-  ET_TRY(check_dtype(*scale, ScalarType::Float, op, "scale"));
-  ET_TRY(check_dtype(*out, ScalarType::Float, op, "output"));
-  KCHECK(w->dim() == 2 && scale->dim() == 1 && x->dim() >= 1, "%s: weight must be 2-D, scale 1-D, input at least 1-D",
-         op);
-  const int64_t n = w->size(0), k = w->size(1);
-  KCHECK(k > 0 && x->size(x->dim() - 1) == k && scale->size(0) == n,
-         "%s: input has %lld features, the weight [%lld, %lld], %lld scales", op,
-         static_cast<long long>(x->size(x->dim() - 1)), static_cast<long long>(n), static_cast<long long>(k),
-         static_cast<long long>(scale->size(0)));
-  ET_TRY(check_linear_output(*x, bias, *out, n, op));
-  const int64_t rows = x->numel() / k;
-  const float* px = x->data_ptr<float>();
-  const int8_t* pw = w->data_ptr<int8_t>();
-  const float* ps = scale->data_ptr<float>();
-  const float* pb = bias ? bias->data_ptr<float>() : nullptr;
-  float* po = out->data_ptr<float>();
-  if (rows <= kGemvRows) {
+  Int8Operands o;
+  ET_TRY(int8_operands(args, "executorch::int8_weight_linear", INT64_MAX, &o));
+  const int64_t n = o.n, k = o.k;
+  if (o.rows <= kGemvRows) {
     // Decoding: each weight row read once, as int8, for every row of x.
     extension::threadpool::parallel_for(0, n, 16, [&](int64_t j0, int64_t j1) {
       for (int64_t j = j0; j < j1; ++j) {
-        const int8_t* wj = pw + j * k;
-        for (int64_t r = 0; r < rows; ++r) {
-          const float* xr = px + r * k;
-          float lanes[8] = {};  // independent sums the compiler keeps in one vector register
-          int64_t c = 0;
-          for (; c + 8 <= k; c += 8) {
-            for (int l = 0; l < 8; ++l) lanes[l] += xr[c + l] * static_cast<float>(wj[c + l]);
-          }
-          for (; c < k; ++c) lanes[0] += xr[c] * static_cast<float>(wj[c]);
-          const float dot =
-              ((lanes[0] + lanes[1]) + (lanes[2] + lanes[3])) + ((lanes[4] + lanes[5]) + (lanes[6] + lanes[7]));
-          po[r * n + j] = pb ? dot * ps[j] + pb[j] : dot * ps[j];
+        for (int64_t r = 0; r < o.rows; ++r) {
+          const float y = dot(o.x + r * k, o.w + j * k, k) * o.scale[j];
+          o.out[r * n + j] = o.bias ? y + o.bias[j] : y;
         }
       }
     });
     return Error::Ok;
   }
-  expanded_linear(
-      rows, n, k, px,
-      [&](int64_t j, float* row) {
-        for (int64_t c = 0; c < k; ++c) row[c] = static_cast<float>(pw[j * k + c]) * ps[j];
-      },
-      pb, po);
+  auto expand = [&](int64_t j, float* row) {
+    for (int64_t c = 0; c < k; ++c) row[c] = static_cast<float>(o.w[j * k + c]) * o.scale[j];
+  };
+  expanded_linear(o.rows, n, k, o.x, expand, o.bias, o.out);
   return Error::Ok;
 }
 
