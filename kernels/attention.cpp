@@ -4,6 +4,7 @@
 #include <limits>
 #include <vector>
 
+#include <executorch/kernels/gemm.h>
 #include <executorch/kernels/kernel_util.h>
 
 namespace executorch {
@@ -112,22 +113,25 @@ Error scaled_dot_product_attention(KernelRuntimeContext&, Args args) {
         rem /= s.scores[d];
       }
       const int64_t keys = causal ? std::min(s.kv_len, i + 1) : s.kv_len;
-      float mx = -std::numeric_limits<float>::infinity();
+      constexpr float kHidden = -std::numeric_limits<float>::infinity();
+      float mx = kHidden;
       for (int64_t j = 0; j < keys; ++j) {
-        float dot = 0.f;
-        for (int64_t e = 0; e < s.head_dim; ++e) dot += qi[e] * kb[j * s.head_dim + e];
-        float score = dot * static_cast<float>(scale);
+        // A key the mask hides (false, or -inf added: a language model's cache past the position)
+        // is skipped, its product with the query never taken.
         const int64_t at = mask_row + j * mask_strides[r - 1];
-        if (bool_mask && !bool_mask[at]) score = -std::numeric_limits<float>::infinity();
-        if (added_mask) score += added_mask[at];
+        const float added = added_mask ? added_mask[at] : 0.f;
+        const bool hidden = (bool_mask && !bool_mask[at]) || added == kHidden;
+        const float score =
+            hidden ? kHidden : dot(qi, kb + j * s.head_dim, s.head_dim) * static_cast<float>(scale) + added;
         p[static_cast<size_t>(j)] = score;
         mx = std::max(mx, score);
       }
       float* oi = od + row * s.value_dim;
       std::fill(oi, oi + s.value_dim, 0.f);
-      if (mx == -std::numeric_limits<float>::infinity()) continue;
+      if (mx == kHidden) continue;
       float sum = 0.f;
       for (int64_t j = 0; j < keys; ++j) {
+        if (p[static_cast<size_t>(j)] == kHidden) continue;  // weight 0
         const float w = std::exp(p[static_cast<size_t>(j)] - mx);
         sum += w;
         for (int64_t e = 0; e < s.value_dim; ++e) oi[e] += w * vb[j * s.value_dim + e];

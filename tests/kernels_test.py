@@ -63,6 +63,10 @@ CASES = {
 # bool and additive masks that broadcast, grouped key/value heads.
 _MASK = torch.rand(5, 7) > 0.3
 _MASK[2] = False  # a query that may attend to nothing gets zeros, as in torch
+# An additive mask that hides keys with -inf (a cache past the position): the kernel skips them.
+_HIDING = torch.randn(5, 7)
+_HIDING[:, 4:] = float("-inf")
+_HIDING[1, :3] = float("-inf")
 CASES.update({
     "sdpa": (lambda q, k, v: F.scaled_dot_product_attention(q, k, v), (r(2, 3, 5, 8), r(2, 3, 7, 8), r(2, 3, 7, 4))),
     "sdpa_causal_scale_3d": (lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=0.3),
@@ -71,6 +75,8 @@ CASES.update({
                        (r(2, 3, 5, 8), r(2, 3, 7, 8), r(2, 3, 7, 8), _MASK)),
     "sdpa_float_mask": (lambda q, k, v, m: F.scaled_dot_product_attention(q, k, v, attn_mask=m),
                         (r(1, 2, 5, 8), r(1, 2, 7, 8), r(1, 2, 7, 8), r(2, 1, 7))),
+    "sdpa_float_mask_hiding": (lambda q, k, v, m: F.scaled_dot_product_attention(q, k, v, attn_mask=m),
+                               (r(2, 3, 5, 12), r(2, 3, 7, 12), r(2, 3, 7, 5), _HIDING)),
     "sdpa_gqa": (lambda q, k, v: F.scaled_dot_product_attention(q, k, v, enable_gqa=True),
                  (r(2, 4, 5, 8), r(2, 2, 7, 8), r(2, 2, 7, 6))),
     "sdpa_5d": (lambda q, k, v: F.scaled_dot_product_attention(q, k, v), (r(2, 2, 3, 4, 8), r(2, 2, 3, 6, 8), r(2, 2, 3, 6, 8))),
