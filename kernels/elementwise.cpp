@@ -449,32 +449,31 @@ Error gelu(KernelRuntimeContext&, Args args) {
   });
 }
 
+// out[i] = convert(in[i]) over every element, From and To the storage types of the two dtypes.
+template <typename From, typename To, To (*Convert)(From)>
+void convert_all(const Tensor& in, const Tensor& out) {
+  const auto* src = static_cast<const From*>(in.const_data_ptr());
+  auto* dst = static_cast<To*>(out.mutable_data_ptr());
+  const int64_t n = in.numel();
+  for (int64_t i = 0; i < n; ++i) dst[i] = Convert(src[i]);
+}
+
 // float16/bfloat16 <-> float32 in a typed loop: the conversions half-precision programs run around
 // every operator that computes (the general path goes through double, one dtype switch an element).
 bool half_float_copy(const Tensor& in, const Tensor& out) {
   const ScalarType from = in.scalar_type(), to = out.scalar_type();
-  const int64_t n = in.numel();
-  if (to == ScalarType::Float && (from == ScalarType::Half || from == ScalarType::BFloat16)) {
-    const auto* src = static_cast<const uint16_t*>(in.const_data_ptr());
-    auto* dst = static_cast<float*>(out.mutable_data_ptr());
-    if (from == ScalarType::Half) {
-      for (int64_t i = 0; i < n; ++i) dst[i] = half_to_float(src[i]);
-    } else {
-      for (int64_t i = 0; i < n; ++i) dst[i] = bfloat16_to_float(src[i]);
-    }
-    return true;
+  if (to == ScalarType::Float && from == ScalarType::Half) {
+    convert_all<uint16_t, float, half_to_float>(in, out);
+  } else if (to == ScalarType::Float && from == ScalarType::BFloat16) {
+    convert_all<uint16_t, float, bfloat16_to_float>(in, out);
+  } else if (from == ScalarType::Float && to == ScalarType::Half) {
+    convert_all<float, uint16_t, float_to_half>(in, out);
+  } else if (from == ScalarType::Float && to == ScalarType::BFloat16) {
+    convert_all<float, uint16_t, float_to_bfloat16>(in, out);
+  } else {
+    return false;
   }
-  if (from == ScalarType::Float && (to == ScalarType::Half || to == ScalarType::BFloat16)) {
-    const auto* src = static_cast<const float*>(in.const_data_ptr());
-    auto* dst = static_cast<uint16_t*>(out.mutable_data_ptr());
-    if (to == ScalarType::Half) {
-      for (int64_t i = 0; i < n; ++i) dst[i] = float_to_half(src[i]);
-    } else {
-      for (int64_t i = 0; i < n; ++i) dst[i] = float_to_bfloat16(src[i]);
-    }
-    return true;
-  }
-  return false;
+  return true;
 }
 
 // clone(self, memory_format) and _to_copy(self, dtype, layout, device, pin_memory, non_blocking,
