@@ -123,9 +123,10 @@ Error int8_operands(Args args, const char* op, int64_t max_depth, Int8Operands* 
   ET_TRY(check_dtype(*out, ScalarType::Float, op, "output"));
   KCHECK(w->dim() == 2 && x->dim() >= 1, "%s: weight must be 2-D and input at least 1-D", op);
   const int64_t n = w->size(0), k = w->size(1);
-  KCHECK(k > 0 && k <= max_depth && x->size(x->dim() - 1) == k,
-         "%s: input has %lld features, the weight %lld (at most %lld)", op,
-         static_cast<long long>(x->size(x->dim() - 1)), static_cast<long long>(k), static_cast<long long>(max_depth));
+  KCHECK(k > 0 && x->size(x->dim() - 1) == k, "%s: input has %lld features, the weight %lld", op,
+         static_cast<long long>(x->size(x->dim() - 1)), static_cast<long long>(k));
+  KCHECK(k <= max_depth, "%s: the weight has %lld input features, at most %lld", op, static_cast<long long>(k),
+         static_cast<long long>(max_depth));
   KCHECK(scale->numel() == n, "%s: %lld scales for %lld output features", op, static_cast<long long>(scale->numel()),
          static_cast<long long>(n));
   ET_TRY(check_linear_output(*x, bias, *out, n, op));

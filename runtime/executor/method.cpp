@@ -59,10 +59,7 @@ Result<std::unique_ptr<Method>> Method::load(const Program& program, const fb::E
       m->buffers_.push_back(provided[i]);
     }
   } else {
-    uint64_t total = 0;
-    for (size_t i = 0; i < size_of(sizes); ++i) {
-      total = add_saturating(total, sizes->Get(static_cast<flatbuffers::uoffset_t>(i)));
-    }
+    const uint64_t total = sizes ? sum_saturating(*sizes) : 0;
     if (const Error e = check_planned_bytes(total, "its planned memory"); e != Error::Ok) {
       return ET_ERROR_CONTEXT(e, "method '%s'", m->name());
     }

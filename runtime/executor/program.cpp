@@ -179,9 +179,7 @@ Result<std::vector<uint64_t>> Program::planned_buffer_sizes(const char* name) co
 
 Result<uint64_t> Program::planned_bytes(const char* name) const {
   ET_TRY_ASSIGN(const auto sizes, planned_buffer_sizes(name));
-  uint64_t total = 0;
-  for (uint64_t s : sizes) total = add_saturating(total, s);
-  return total;
+  return sum_saturating(sizes);
 }
 
 Result<std::unique_ptr<Method>> Program::load_method(const char* name, const MemoryManager* memory_manager,

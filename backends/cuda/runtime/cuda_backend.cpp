@@ -393,8 +393,6 @@ Error prepare_int8_linear(Op& op) {
   return Error::Ok;
 }
 
-// Runs one op on `stream`. Argument layout follows the ATen schema, outputs last (as the CPU kernels);
-// plan_op checked kinds, dtypes and shapes at init, and they never change.
 // What a convolution's epilogue computes: its bias, and the residual and activation folded into it
 // (fuse_epilogues).
 template <typename T>
@@ -410,6 +408,31 @@ Epilogue<T> conv_epilogue(const Op& op) {
   return epilogue;
 }
 
+// Whether a convolution's product still needs `epilogue`'s pass into op.result: cuDNN, where it
+// runs the convolution (cudnn_fused outlives a plan that keep_faster_conv drops), did not fuse it,
+// and there is something to add, activate or move.
+template <typename T>
+bool epilogue_pending(const Op& op, const Epilogue<T>& epilogue) {
+  return !(op.cudnn && op.cudnn_fused) &&
+         (epilogue.bias || epilogue.residual || epilogue.activate || op.result != op.args[9]);
+}
+
+// Runs a convolution's cuDNN plan: into op.result with the epilogue where cuDNN fused it, else into
+// the convolution's own output for epilogue_pending's pass.
+template <typename T>
+Error run_cudnn_conv(const Op& op, const Epilogue<T>& epilogue, cudaStream_t stream) {
+  const bool fused = op.cudnn_fused;
+  const auto& a = op.args;
+  if (const char* e = op.cudnn->run(conv_input(op), op.nhwc ? op.layout_w.get() : ptr<T>(a[1]),
+                                    fused ? epilogue.bias : nullptr, fused ? epilogue.residual : nullptr,
+                                    fused ? ptr<T>(op.result) : ptr<T>(a[9]), op.workspace, stream)) {
+    return ET_ERROR(Error::Internal, "%s %s: %s", kCudaBackendName, op.name.c_str(), e);
+  }
+  return Error::Ok;
+}
+
+// Runs one op on `stream`. Argument layout follows the ATen schema, outputs last (as the CPU kernels);
+// plan_op checked kinds, dtypes and shapes at init, and they never change.
 template <typename T>
 Error run_typed(const Op& op, void* index_error, cudaStream_t stream) {
   const auto& a = op.args;
@@ -501,15 +524,7 @@ Error run_typed(const Op& op, void* index_error, cudaStream_t stream) {
                                        shape, epilogue, stream);
         break;
       }
-      if (op.cudnn) {
-        const bool fused = op.cudnn_fused;
-        if (const char* e = op.cudnn->run(conv_input(op), op.nhwc ? op.layout_w.get() : ptr<T>(a[1]),
-                                          fused ? epilogue.bias : nullptr, fused ? epilogue.residual : nullptr,
-                                          fused ? ptr<T>(op.result) : ptr<T>(a[9]), op.workspace, stream)) {
-          return ET_ERROR(Error::Internal, "%s %s: %s", kCudaBackendName, name, e);
-        }
-        if (fused) break;
-      }
+      if (op.cudnn) ET_TRY(run_cudnn_conv(op, epilogue, stream));
       size_t view = 0;
       for (int64_t b = 0; !op.cudnn && b < v[0]; b += op.conv_chunk) {
         const int64_t count = std::min(op.conv_chunk, v[0] - b);
@@ -526,7 +541,7 @@ Error run_typed(const Op& op, void* index_error, cudaStream_t stream) {
           }
         }
       }
-      if (epilogue.bias || epilogue.residual || epilogue.activate || op.result != a[9]) {
+      if (epilogue_pending(op, epilogue)) {
         // Channel c of pixel p lies at p * channels + c in NHWC, at (image * channels + c) * hw + p in NCHW.
         status = op.nhwc ? launch_epilogue(ptr<T>(a[9]), ptr<T>(op.result), v[0] * hw * v[4], v[4], 1, epilogue, stream)
                          : launch_epilogue(ptr<T>(a[9]), ptr<T>(op.result), v[0] * v[4], v[4], hw, epilogue, stream);
@@ -537,13 +552,8 @@ Error run_typed(const Op& op, void* index_error, cudaStream_t stream) {
       // cuDNN (prepare_conv3d planned it), with its epilogue fused where cuDNN computes it (bias,
       // residual, relu), else followed by ours.
       const Epilogue<T> epilogue = conv_epilogue<T>(op);
-      const bool fused = op.cudnn_fused;
-      if (const char* e = op.cudnn->run(ptr<T>(a[0]), ptr<T>(a[1]), fused ? epilogue.bias : nullptr,
-                                        fused ? epilogue.residual : nullptr, fused ? ptr<T>(op.result) : ptr<T>(a[9]),
-                                        op.workspace, stream)) {
-        return ET_ERROR(Error::Internal, "%s %s: %s", kCudaBackendName, name, e);
-      }
-      if (!fused && (epilogue.bias || epilogue.residual || epilogue.activate || op.result != a[9])) {
+      ET_TRY(run_cudnn_conv(op, epilogue, stream));
+      if (epilogue_pending(op, epilogue)) {
         const Tensor& o = a[9]->to_tensor();
         status = launch_epilogue(ptr<T>(a[9]), ptr<T>(op.result), o.size(0) * o.size(1), o.size(1),
                                  o.size(1) ? o.numel() / (o.size(0) * o.size(1)) : 0, epilogue, stream);
@@ -1671,9 +1681,8 @@ class CudaBackend final : public runtime::BackendInterface {
     d->program = std::move(program.get());
     const char* method_name = d->program->method_name(0);
     ET_TRY_ASSIGN(const auto sizes, d->program->planned_buffer_sizes(method_name));
-    uint64_t device_bytes = 0;
-    for (uint64_t bytes : sizes) device_bytes = runtime::add_saturating(device_bytes, bytes);
-    if (const Error e = runtime::check_planned_bytes(device_bytes, "its device memory"); e != Error::Ok) {
+    if (const Error e = runtime::check_planned_bytes(runtime::sum_saturating(sizes), "its device memory");
+        e != Error::Ok) {
       return ET_ERROR_CONTEXT(e, "%s payload", kCudaBackendName);
     }
     for (uint64_t bytes : sizes) {
