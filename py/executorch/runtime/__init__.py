@@ -51,6 +51,11 @@ def _dtype_name(dtype: Any) -> str:
     return name
 
 
+def _device_input(x: Any) -> tuple[str, int, str, Any, int]:
+    """A torch CUDA tensor (contiguous) as the binding takes a device input."""
+    return ("device", x.data_ptr(), _dtype_name(x.dtype), x.shape, x.device.index)
+
+
 def _torch() -> Any:
     import torch  # present: the caller passed torch tensors
 
@@ -119,8 +124,7 @@ class Method:
                 if x.is_cuda and on_device[i] and x.device == device:
                     x = x.contiguous()
                     keep.append(x)
-                    arrays.append(("device", x.data_ptr(), _dtype_name(x.dtype), list(x.shape),
-                                   x.device.index))
+                    arrays.append(_device_input(x))
                     continue
                 x = x.cpu()
                 if str(x.dtype) == "torch.bfloat16":  # numpy has no bfloat16: hand over its bits
@@ -166,9 +170,8 @@ class Method:
         for i, x in enumerate(inputs):
             if type(x) is not torch.Tensor or not on_device[i] or x.device != device or not x.is_contiguous():
                 return None
-            arrays.append(("device", x.data_ptr(), _dtype_name(x.dtype), x.shape, device.index))
-        outputs = self._execute_on(device, arrays, [])
-        return [o if type(o) is torch.Tensor else _as_torch(o, device) for o in outputs]
+            arrays.append(_device_input(x))
+        return [_as_torch(o, device) for o in self._execute_on(device, arrays, [])]
 
     def _execute_on(self, device: Any, arrays: list[Any], bf16: list[int]) -> list[Any]:
         """execute() with torch CUDA tensors: device outputs allocated by torch, torch's stream."""
