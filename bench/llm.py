@@ -1,9 +1,9 @@
-"""Generation speed of executorch.llm against transformers' generate, on the CPU, same process.
+"""Generation speed of executorch.llm against transformers' generate, same process, same prompt.
 
     python bench/llm.py [--hidden 512] [--layers 8] [--heads 8] [--kv-heads 4] [--vocab 32000]
                         [--context 512] [--prompt 128] [--new 64] [--chunk 32]
                         [--dtypes float32,bfloat16,int8_weight_only,int4]
-                        [--threads N] [--repeat 3]
+                        [--threads N] [--repeat 3] [--device cpu|cuda] [--bandwidth 4.3e12]
 
 A random-weight Llama of that shape (LlamaForCausalLM; --hidden 2048 --layers 16 --heads 32 --kv-heads 8
 --context 2048 is the 1B-class one). For each dtype: the program from export_llm (max_seq_len =
@@ -15,6 +15,13 @@ dynamic-cache run. Ratios are ours / theirs (for decode, theirs / ours: below 1 
 "int4" and "int8_weight_only" are float32 activations with weight-only int4 (group 32) or int8
 (per channel) linear layers: ours from export_llm(quantize=...), transformers' on the model with the
 same quantized layers (their torch reference, which expands the weights at every call).
+
+--device cuda: ours is export_llm(backend="cuda") (the cache in device memory, each step one CUDA
+graph replay; logits come back to the host for the choice), theirs runs on the same GPU, and a third
+peer is transformers with its static cache and forward under torch.compile(mode="reduce-overhead").
+Decode is also given as a fraction of the memory-bandwidth bound: the weights (all but the
+embedding table) and the cache up to the current position read once per token, at --bandwidth
+bytes/s (4.3e12: an H200's HBM3e; an H100's is 3.35e12).
 """
 
 from __future__ import annotations
@@ -56,18 +63,21 @@ def llama(args: argparse.Namespace, dtype: torch.dtype) -> torch.nn.Module:
 
 def theirs(model: torch.nn.Module, prompt: list[int], new: int, cache: str | None) -> tuple[list[int], float, float]:
     """transformers' generate: (tokens, prefill ms, decode tokens/s), timed through a streamer-like
-    logits processor that notes when each token is chosen."""
+    logits processor that notes when each token is chosen (after the device has caught up)."""
     marks: list[float] = []
+    device = next(model.parameters()).device
 
     def note(_ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
+        if device.type == "cuda":
+            torch.cuda.synchronize()
         marks.append(time.perf_counter())
         return scores
 
     model.generation_config.cache_implementation = cache
     start = time.perf_counter()
     with torch.no_grad():
-        out = model.generate(torch.tensor([prompt]), max_new_tokens=new, min_new_tokens=new, do_sample=False,
-                             logits_processor=[note])
+        out = model.generate(torch.tensor([prompt], device=device), max_new_tokens=new, min_new_tokens=new,
+                             do_sample=False, logits_processor=[note])
     end = time.perf_counter()
     prefill_ms = (marks[0] - start) * 1e3
     return out[0, len(prompt):].tolist(), prefill_ms, (new - 1) / (end - marks[0])
@@ -85,7 +95,11 @@ def main() -> int:
                           ("--threads", os.cpu_count() or 1)):
         parser.add_argument(flag, type=int, default=default)
     parser.add_argument("--dtypes", default="float32,bfloat16,int8_weight_only,int4")
+    parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
+    parser.add_argument("--bandwidth", type=float, default=4.3e12)
     args = parser.parse_args()
+    if args.device == "cuda":
+        return on_gpu(args)
     torch.set_num_threads(args.threads)
     Runtime.get().set_num_threads(args.threads)
     prompt = torch.randint(0, args.vocab, (args.prompt,), generator=torch.Generator().manual_seed(1)).tolist()
@@ -118,6 +132,68 @@ def main() -> int:
         for peer in ("transformers (dynamic)", "transformers (static)"):
             print(f"{name:16} ratio vs {peer:17} {ours_row[1] / results[peer][1]:11.2f} "
                   f"{results[peer][2] / ours_row[2]:13.2f}")
+    return 0
+
+
+def bound_tokens_per_second(model: torch.nn.Module, args: argparse.Namespace) -> float:
+    """Tokens/s if each decode step read the weights (not the embedding table, which is gathered)
+    and the cache up to the middle of the generated span once, at --bandwidth."""
+    embedding = model.get_input_embeddings().weight
+    weights = sum(p.numel() * p.element_size() for p in model.parameters() if p is not embedding)
+    if model.get_output_embeddings().weight is embedding:  # tied: the head reads the table
+        weights += embedding.numel() * embedding.element_size()
+    head_dim = args.hidden // args.heads
+    position = args.prompt + args.new // 2
+    cache = 2 * args.layers * args.kv_heads * head_dim * position * embedding.element_size()
+    return args.bandwidth / (weights + cache)
+
+
+def on_gpu(args: argparse.Namespace) -> int:
+    prompt = torch.randint(0, args.vocab, (args.prompt,), generator=torch.Generator().manual_seed(1)).tolist()
+    print(f"{torch.cuda.get_device_name()}: Llama hidden {args.hidden}, {args.layers} layers, {args.heads} heads "
+          f"({args.kv_heads} kv), vocab {args.vocab}, context {args.context}; prompt {args.prompt}, {args.new} new "
+          f"tokens, batch 1, bound at {args.bandwidth / 1e12:.2f} TB/s")
+    print(f"{'dtype':10} {'runner':34} {'prefill ms':>11} {'decode tok/s':>13} {'of bound':>9} {'tokens agree':>13}")
+    for name in args.dtypes.split(","):
+        dtype = getattr(torch, name)
+        model = llama(args, dtype)
+        start = time.perf_counter()
+        pte = export_llm(model, max_seq_len=args.context, prefill_chunk=args.chunk, backend="cuda",
+                         dtype=None if dtype == torch.float32 else dtype)
+        gen = TextGenerator(Runtime.get().load_program(pte))
+        print(f"# {name}: exported ({len(pte) / 2**30:.2f} GiB) and loaded in {time.perf_counter() - start:.0f} s",
+              flush=True)
+        del pte
+        bound = bound_tokens_per_second(model, args)
+        model = model.to("cuda")
+
+        def ours() -> tuple[list[int], float, float]:
+            r = gen.generate(prompt, args.new)
+            return r.tokens, r.prefill_seconds * 1e3, r.tokens_per_second
+
+        def compiled() -> tuple[list[int], float, float]:
+            return theirs(model, prompt, args.new, "static")
+
+        results: dict[str, Any] = {
+            "executorch.llm (cuda)": median_of(args.repeat, ours),
+            "transformers (dynamic)": median_of(args.repeat, lambda: theirs(model, prompt, args.new, None)),
+            "transformers (static)": median_of(args.repeat, lambda: theirs(model, prompt, args.new, "static")),
+        }
+        eager_forward = model.forward
+        model.forward = torch.compile(eager_forward, mode="reduce-overhead", fullgraph=True)
+        compiled()  # compiles and captures
+        results["transformers (static, torch.compile)"] = median_of(args.repeat, compiled)
+        model.forward = eager_forward
+        reference = results["transformers (dynamic)"][0]
+        for runner, (tokens, prefill, decode) in results.items():
+            print(f"{name:10} {runner:34} {prefill:11.1f} {decode:13.1f} {decode / bound:9.2f} "
+                  f"{str(tokens == reference):>13}", flush=True)
+        ours_row = results["executorch.llm (cuda)"]
+        for peer in list(results)[1:]:
+            print(f"{name:10} ratio vs {peer:25} {ours_row[1] / results[peer][1]:11.2f} "
+                  f"{results[peer][2] / ours_row[2]:13.2f}")
+        del gen, model
+        torch.cuda.empty_cache()
     return 0
 
 

@@ -158,8 +158,6 @@ def test_generate_refuses_bad_prompts() -> None:
         TextGenerator(Runtime.get().load_program(export(torch.nn.Linear(2, 2), (torch.ones(1, 2),))))
     with pytest.raises(ExportError, match="prefill_chunk"):
         export_llm(_model("llama"), max_seq_len=16, prefill_chunk=32)
-    with pytest.raises(ExportError, match="backend='cuda'"):
-        export_llm(_model("llama"), max_seq_len=16, prefill_chunk=4, backend="cuda")
 
 
 class Counter(torch.nn.Module):
@@ -243,6 +241,94 @@ def test_hostile_state_is_refused() -> None:
     assert struct.unpack_from("<4s", pte)[0] == b"XTPF"
 
 
-def test_cuda_export_refuses_state() -> None:
-    with pytest.raises(ExportError, match="update buffers"):
-        export(Counter(), (torch.ones(4), torch.tensor([0])), backend="cuda")
+def _payloads(pte: bytes) -> list:
+    spec = deserialize(pte)
+    return [deserialize(spec.segments[d.segment]) for p in spec.plans for d in p.delegates]
+
+
+def test_cuda_export_keeps_state_in_the_payload() -> None:
+    """backend="cuda" on a stateful module: one delegate call, whose payload declares the buffers it
+    updates (by name, without data: the program's state holds their initial contents) and takes
+    neither as an input nor returns either."""
+    pte = export(Counter(), (torch.ones(4), torch.tensor([0])), backend="cuda")
+    spec = deserialize(pte)
+    assert spec.metadata["cuda_delegate_calls"] == "1" and len(spec.plans[0].instructions) == 1
+    assert [b.name for b in spec.mutable_buffers] == ["total", "ring"]
+    (payload,) = _payloads(pte)
+    assert [(b.name, b.size, b.data_segment) for b in payload.mutable_buffers] == [("total", 16, -1), ("ring", 48, -1)]
+    plan = payload.plans[0]
+    state = {i for i, v in enumerate(plan.values) if v.kind == "tensor" and v.payload.mutable_buffer >= 0}
+    assert len(state) == 2 and not state & set(plan.inputs + plan.outputs)
+    assert len(plan.inputs) == 2 and len(plan.outputs) == 1
+
+
+@pytest.mark.parametrize("name", sorted(FAMILIES))
+def test_export_llm_for_cuda_is_one_call_per_method(name: str) -> None:
+    """Every family, bfloat16: prefill and decode are one CudaBackend call each, and both payloads
+    update the same cache buffers (each layer's keys and values), which the program declares."""
+    pte = export_llm(_model(name), max_seq_len=MAX_LEN, prefill_chunk=CHUNK, backend="cuda", dtype=torch.bfloat16)
+    spec = deserialize(pte)
+    assert spec.metadata["cuda_delegate_calls"] == "2" and [len(p.instructions) for p in spec.plans] == [1, 1]
+    declared = {b.name for b in spec.mutable_buffers}
+    caches = {n for n in declared if "cache" in n}
+    assert len(caches) == 4, declared  # keys and values of two layers
+    for payload in _payloads(pte):
+        assert caches <= {b.name for b in payload.mutable_buffers} <= declared
+
+
+def test_cuda_export_refuses_state_split_with_the_cpu() -> None:
+    """State a CPU kernel would also touch cannot stay on the device: an export error names the op."""
+
+    class Cumulative(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.register_buffer("seen", torch.zeros(4))
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            self.seen.copy_(torch.floor(self.seen) + x)  # floor: a CPU kernel only
+            return self.seen * 2.0
+
+    with pytest.raises(ExportError, match="keeps the program state it updates on the device, but aten::floor"):
+        export(Cumulative(), (torch.ones(4),), backend="cuda")
+
+
+needs_gpu = pytest.mark.skipif(not Runtime.get().is_available("CudaBackend"), reason="no usable CUDA device here")
+
+
+@needs_gpu
+def test_cuda_state_persists_is_shared_and_resets() -> None:
+    """On the device: two methods sharing one state update one device copy; read() and reset()
+    reach it."""
+    pte = export(Counter(), (torch.ones(4), torch.tensor([0])), backend="cuda")
+    program = Runtime.get().load_program(pte)
+    state = program.new_state()
+    one, two = program.load_method("forward", state), program.load_method("forward", state)
+    model = Counter()
+    for step, method in enumerate([one, two, one, two, one]):
+        x, at = torch.arange(4.0) + step, torch.tensor([step % 3])
+        with torch.no_grad():
+            expected = model(x, at).numpy()
+        np.testing.assert_allclose(method.execute([x.numpy(), at.numpy()])[0], expected, rtol=1e-6)
+    assert np.frombuffer(state.read("ring"), np.float32).reshape(3, 4).tolist() == model.ring.tolist()
+    state.reset()
+    assert np.frombuffer(state.read("total"), np.float32).tolist() == [10.0] * 4
+    np.testing.assert_allclose(one.execute([np.ones(4, np.float32), np.array([0])])[0], [12.0] * 4)
+    with pytest.raises(ExecutorchError, match="index is out of range"):
+        two.execute([np.ones(4, np.float32), np.array([3])])
+
+
+@needs_gpu
+@pytest.mark.parametrize("name", sorted(FAMILIES))
+def test_cuda_greedy_matches_transformers(name: str) -> None:
+    """On the device in float32: greedy tokens equal transformers'. In bfloat16: the prompt's
+    last logits lie within 5% of the largest float32 logit of transformers' float32 ones."""
+    model = _model(name)
+    prompt = torch.randint(0, 512, (11,), generator=torch.Generator().manual_seed(11)).tolist()
+    pte = export_llm(model, max_seq_len=MAX_LEN, prefill_chunk=CHUNK, backend="cuda")
+    assert TextGenerator(Runtime.get().load_program(pte)).generate(prompt, NEW).tokens == _reference(model, prompt)
+    with torch.no_grad():
+        reference = model(torch.tensor([prompt])).logits[0, -1].float()
+    pte = export_llm(model, max_seq_len=MAX_LEN, prefill_chunk=CHUNK, backend="cuda", dtype=torch.bfloat16)
+    got = torch.from_numpy(TextGenerator(Runtime.get().load_program(pte))._prefill_logits(prompt))
+    error = (got - reference).abs().max().item() / reference.abs().max().item()
+    assert error < 5e-2, f"{name}: bfloat16 logits {error:.2e} of the largest apart"

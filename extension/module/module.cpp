@@ -21,8 +21,7 @@ Error Module::load() {
 
 Error Module::reset_state() {
   ET_TRY(load());
-  state_->reset();
-  return Error::Ok;
+  return state_->reset();
 }
 
 runtime::Result<std::vector<std::string>> Module::method_names() {

@@ -315,16 +315,15 @@ class PyState {
   }
 
   py::bytes read(const std::string& name) const {
-    for (size_t i = 0; i < state_->num_buffers(); ++i) {
-      if (name == state_->buffer_name(i)) {
-        const auto b = state_->buffer(i);
-        return py::bytes(reinterpret_cast<const char*>(b.data()), b.size());
-      }
-    }
-    throw py::key_error("the program has no mutable buffer '" + name + "'");
+    auto index = state_->find(name.c_str());
+    if (!index.ok()) throw py::key_error("the program has no mutable buffer '" + name + "'");
+    const auto b = unwrap(state_->read(*index), "reading buffer '" + name + "'");
+    return py::bytes(reinterpret_cast<const char*>(b.data()), b.size());
   }
 
-  void reset() { state_->reset(); }
+  void reset() {
+    if (const rt::Error e = state_->reset(); e != rt::Error::Ok) raise(e, "resetting the state");
+  }
 
   const std::shared_ptr<rt::Program>& program() const { return program_; }
   const std::shared_ptr<rt::ProgramState>& state() const { return state_; }

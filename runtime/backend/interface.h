@@ -11,6 +11,16 @@
 namespace executorch {
 namespace runtime {
 
+class ProgramState;
+
+// What init learns of the method a delegate call belongs to.
+struct BackendInitContext {
+  // The method's program state (its mutable buffers, shared with the program's other methods
+  // loaded with it). A payload that updates buffers names them; the backend keeps its copy of each
+  // here (ProgramState::DeviceCopy), so that every delegate call updating one sees the same.
+  ProgramState* state = nullptr;
+};
+
 // A key/value option the exporter attached to a delegate call.
 struct CompileSpec {
   const char* key;
@@ -30,7 +40,8 @@ class EXECUTORCH_API BackendInterface {
   virtual bool is_available() const = 0;
 
   // Prepares `processed` (the exporter's payload; valid only during this call) for execution.
-  virtual Result<DelegateHandle*> init(Span<const uint8_t> processed, Span<const CompileSpec> compile_specs) const = 0;
+  virtual Result<DelegateHandle*> init(BackendInitContext& context, Span<const uint8_t> processed,
+                                       Span<const CompileSpec> compile_specs) const = 0;
 
   // Runs a prepared delegate call: `args` are its inputs followed by its outputs.
   virtual Error execute(DelegateHandle* handle, Span<EValue*> args) const = 0;

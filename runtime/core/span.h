@@ -1,6 +1,7 @@
 #pragma once
 
 #include <cstddef>
+#include <type_traits>
 
 namespace executorch {
 namespace runtime {
@@ -11,6 +12,9 @@ class Span {
  public:
   constexpr Span() = default;
   constexpr Span(T* data, size_t size) : data_(data), size_(size) {}
+  // A view of mutable elements is also a view of const ones.
+  template <typename U, typename = std::enable_if_t<std::is_same_v<const U, T> && !std::is_const_v<U>>>
+  constexpr Span(Span<U> other) : data_(other.data()), size_(other.size()) {}
   constexpr T* data() const { return data_; }
   constexpr size_t size() const { return size_; }
   constexpr bool empty() const { return size_ == 0; }

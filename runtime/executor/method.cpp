@@ -303,7 +303,8 @@ Error Method::parse_instructions(const Program& program, const fb::ExecutionPlan
              s->value() ? Span<const uint8_t>(s->value()->data(), s->value()->size()) : Span<const uint8_t>()});
       }
     }
-    auto handle = backend->init(payload, Span<const CompileSpec>(specs.data(), specs.size()));
+    BackendInitContext context{state_buffers_.get()};
+    auto handle = backend->init(context, payload, Span<const CompileSpec>(specs.data(), specs.size()));
     if (!handle.ok()) {
       return ET_ERROR_CONTEXT(handle.error(), "backend '%s' could not load delegate %zu", id, d);
     }

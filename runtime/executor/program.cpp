@@ -142,6 +142,20 @@ bool Program::has_method(const char* name) const {
   return false;
 }
 
+size_t Program::num_mutable_buffers() const {
+  const auto* list = program_->mutable_buffers();
+  return list ? list->size() : 0;
+}
+
+const char* Program::mutable_buffer_name(size_t index) const {
+  const auto* name = program_->mutable_buffers()->Get(static_cast<flatbuffers::uoffset_t>(index))->name();
+  return name ? name->c_str() : "";
+}
+
+uint64_t Program::mutable_buffer_size(size_t index) const {
+  return program_->mutable_buffers()->Get(static_cast<flatbuffers::uoffset_t>(index))->size();
+}
+
 const char* Program::metadata(const char* key) const {
   if (const auto* list = program_->metadata()) {
     for (const fb::ProgramMetadata* m : *list) {

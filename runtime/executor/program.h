@@ -53,6 +53,12 @@ class EXECUTORCH_API Program final {
   // Their sum, saturating at UINT64_MAX (a hostile program may claim exabytes per buffer).
   Result<uint64_t> planned_bytes(const char* name) const;
 
+  // The mutable buffers the program declares (docs/program_format.md, "Program state"): how many,
+  // and each one's name and size in bytes (index below num_mutable_buffers()).
+  size_t num_mutable_buffers() const;
+  const char* mutable_buffer_name(size_t index) const;
+  uint64_t mutable_buffer_size(size_t index) const;
+
   // metadata["key"], or nullptr.
   const char* metadata(const char* key) const;
 

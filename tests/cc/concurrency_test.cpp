@@ -20,7 +20,8 @@ namespace {
 class Idle final : public rt::BackendInterface {
  public:
   bool is_available() const override { return false; }
-  rt::Result<rt::DelegateHandle*> init(rt::Span<const uint8_t>, rt::Span<const rt::CompileSpec>) const override {
+  rt::Result<rt::DelegateHandle*> init(rt::BackendInitContext&, rt::Span<const uint8_t>,
+                                       rt::Span<const rt::CompileSpec>) const override {
     return rt::Error::NotSupported;
   }
   rt::Error execute(rt::DelegateHandle*, rt::Span<rt::EValue*>) const override { return rt::Error::NotSupported; }

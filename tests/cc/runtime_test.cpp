@@ -38,7 +38,7 @@ class FakeBackend final : public rt::BackendInterface {
  public:
   explicit FakeBackend(bool available) : available_(available) {}
   bool is_available() const override { return available_; }
-  rt::Result<rt::DelegateHandle*> init(rt::Span<const uint8_t> processed,
+  rt::Result<rt::DelegateHandle*> init(rt::BackendInitContext&, rt::Span<const uint8_t> processed,
                                        rt::Span<const rt::CompileSpec>) const override {
     payload_bytes = processed.size();
     return static_cast<rt::DelegateHandle*>(&inits);

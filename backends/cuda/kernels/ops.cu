@@ -290,21 +290,28 @@ struct WhereBody {
   }
 };
 
+// -1, 0 or 1 as a is below, equal to or above b; 2 where they are unordered (NaN).
+template <typename T>
+__device__ int ordering(T a, T b) {
+  return a < b ? -1 : a > b ? 1 : a == b ? 0 : 2;
+}
+
+__device__ bool holds(Compare op, int c) {
+  switch (op) {
+    case Compare::Eq: return c == 0;
+    case Compare::Ne: return c != 0;
+    case Compare::Lt: return c == -1;
+    case Compare::Le: return c == -1 || c == 0;
+    case Compare::Gt: return c == 1;
+    case Compare::Ge: return c == 1 || c == 0;
+  }
+  return false;
+}
+
 template <typename T>
 __global__ void compare_kernel(Compare op, const T* __restrict__ x, float v, bool* __restrict__ out, int64_t n) {
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i >= n) return;
-  const float a = ld(x[i]);
-  bool r = false;
-  switch (op) {
-    case Compare::Eq: r = a == v; break;
-    case Compare::Ne: r = a != v; break;
-    case Compare::Lt: r = a < v; break;
-    case Compare::Le: r = a <= v; break;
-    case Compare::Gt: r = a > v; break;
-    case Compare::Ge: r = a >= v; break;
-  }
-  out[i] = r;
+  if (i < n) out[i] = holds(op, ordering(ld(x[i]), v));
 }
 
 __device__ bool integral(ElementType t) {
@@ -366,11 +373,13 @@ struct LogicBody {
 };
 
 // One thread per output element: its index tensors' entries pick the source element.
-template <typename E>
-__global__ void index_kernel(const E* __restrict__ self, E* __restrict__ out, IndexGather g, int64_t n, int* bad) {
-  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i >= n) return;
-  int64_t position = i / g.inner, source = i - position * g.inner;
+// Where element i of an indexed result [leading, index sizes..., inner] lies in self; false (and *bad set)
+// where an index is out of range.
+__device__ bool indexed_source(const IndexGather& g, int64_t i, int64_t* source, int* bad) {
+  const int64_t outer = i / g.block;
+  i -= outer * g.block;
+  int64_t position = i / g.inner;
+  *source = outer * g.outer_stride + i - position * g.inner;
   int64_t coord[kMaxOpDims];
   for (int d = g.index_dim - 1; d >= 0; --d) {
     coord[d] = position % g.index_sizes[d];
@@ -382,13 +391,29 @@ __global__ void index_kernel(const E* __restrict__ self, E* __restrict__ out, In
     int64_t v = g.int32[k] ? static_cast<const int32_t*>(g.index[k])[at] : static_cast<const int64_t*>(g.index[k])[at];
     if (v < 0) v += g.self_sizes[k];
     if (v < 0 || v >= g.self_sizes[k]) {
-      out[i] = E{};
       *bad = 1;
-      return;
+      return false;
     }
-    source += v * g.self_strides[k];
+    *source += v * g.self_strides[k];
   }
-  out[i] = self[source];
+  return true;
+}
+
+template <typename E>
+__global__ void index_kernel(const E* __restrict__ self, E* __restrict__ out, IndexGather g, int64_t n, int* bad) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= n) return;
+  int64_t source;
+  out[i] = indexed_source(g, i, &source, bad) ? self[source] : E{};
+}
+
+template <typename E>
+__global__ void index_put_kernel(E* __restrict__ out, const E* __restrict__ values, IndexGather g, int64_t n,
+                                 int* bad) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= n) return;
+  int64_t target;
+  if (indexed_source(g, i, &target, bad)) out[target] = values[i];
 }
 
 __global__ void logical_not_kernel(const bool* __restrict__ x, bool* __restrict__ out, int64_t n) {
@@ -996,22 +1021,29 @@ __global__ void compare_integer_kernel(Compare op, const void* __restrict__ x, E
   if (i >= n) return;
   const int64_t a = load_integer(x, type, i);
   // Against a fractional number, as doubles (exact for every integer of up to 53 bits).
-  const int c = integral_scalar ? (a < integer ? -1 : a > integer)
-                                : (static_cast<double>(a) < real    ? -1
-                                   : static_cast<double>(a) > real  ? 1
-                                   : static_cast<double>(a) == real ? 0
-                                                                    : 2);
-  bool r = false;
-  switch (op) {
-    case Compare::Eq: r = c == 0; break;
-    case Compare::Ne: r = c != 0; break;
-    case Compare::Lt: r = c == -1; break;
-    case Compare::Le: r = c == -1 || c == 0; break;
-    case Compare::Gt: r = c == 1; break;
-    case Compare::Ge: r = c == 1 || c == 0; break;
-  }
-  out[i] = r;
+  out[i] = holds(op, integral_scalar ? ordering(a, integer) : ordering(static_cast<double>(a), real));
 }
+
+// Tensor against tensor, in the operands' own type (exact for int64), halves compared as floats.
+template <typename T>
+__device__ T comparable(T v) {
+  return v;
+}
+__device__ float comparable(__half v) { return ld(v); }
+__device__ float comparable(__nv_bfloat16 v) { return ld(v); }
+
+template <typename T>
+struct CompareBody {
+  using Value = bool;
+  Compare op;
+  const T* a;
+  const T* b;
+  bool* out;
+  template <typename Index>
+  __device__ bool load(const Index* off) const {
+    return holds(op, ordering(comparable(a[off[0]]), comparable(b[off[1]])));
+  }
+};
 
 __global__ void cumsum_kernel(const void* __restrict__ x, ElementType x_type, void* __restrict__ out,
                               ElementType out_type, int64_t size, int64_t inner, int64_t lines) {
@@ -1154,24 +1186,28 @@ cudaError_t launch_row_argmax(const void* x, ElementType type, int64_t* out, int
   return cudaGetLastError();
 }
 
-template <typename E>
-cudaError_t gather_as(const void* self, const void* index, bool int32_index, void* out, const GatherShape& g, int64_t n,
-                      int* bad, cudaStream_t stream) {
-  gather_kernel<<<blocks_for(n), kThreads, 0, stream>>>(static_cast<const E*>(self), index, int32_index,
-                                                        static_cast<E*>(out), g, n, bad);
-  return cudaGetLastError();
+// Gathers and scatters move whole elements: their kernels are instantiated per element size, not per
+// dtype. `launch` is called with a value of the unsigned type of that size.
+template <typename Launch>
+cudaError_t by_element_size(int element_size, Launch launch) {
+  switch (element_size) {
+    case 1: return launch(uint8_t{});
+    case 2: return launch(uint16_t{});
+    case 4: return launch(uint32_t{});
+    case 8: return launch(uint64_t{});
+    default: return cudaErrorInvalidValue;
+  }
 }
 
 cudaError_t launch_gather(const void* self, const void* index, bool int32_index, void* out, const GatherShape& g,
                           int64_t n, int element_size, int* bad, cudaStream_t stream) {
   if (n == 0) return cudaSuccess;
-  switch (element_size) {
-    case 1: return gather_as<uint8_t>(self, index, int32_index, out, g, n, bad, stream);
-    case 2: return gather_as<uint16_t>(self, index, int32_index, out, g, n, bad, stream);
-    case 4: return gather_as<uint32_t>(self, index, int32_index, out, g, n, bad, stream);
-    case 8: return gather_as<uint64_t>(self, index, int32_index, out, g, n, bad, stream);
-    default: return cudaErrorInvalidValue;
-  }
+  return by_element_size(element_size, [&](auto element) {
+    using E = decltype(element);
+    gather_kernel<<<blocks_for(n), kThreads, 0, stream>>>(static_cast<const E*>(self), index, int32_index,
+                                                          static_cast<E*>(out), g, n, bad);
+    return cudaGetLastError();
+  });
 }
 
 template <typename T>
@@ -1239,28 +1275,50 @@ cudaError_t launch_compare_scalar(Compare op, const T* x, float scalar, bool* ou
   return cudaGetLastError();
 }
 
+cudaError_t launch_compare_tensors(Compare op, const void* a, const void* b, ElementType type, bool* out, int64_t n,
+                                   const Broadcast& shape, cudaStream_t stream) {
+  const int64_t* strides[] = {shape.a_strides, shape.b_strides};
+  auto launch = [&](auto element) {
+    using T = decltype(element);
+    const CompareBody<T> body{op, static_cast<const T*>(a), static_cast<const T*>(b), out};
+    return launch_elementwise<2>(shape.dim, shape.out_sizes, strides, n, body, stream);
+  };
+  switch (type) {
+    case ElementType::Float32: return launch(float{});
+    case ElementType::Float16: return launch(__half{});
+    case ElementType::BFloat16: return launch(__nv_bfloat16{});
+    case ElementType::Bool: return launch(bool{});
+    case ElementType::Int32: return launch(int32_t{});
+    case ElementType::Int64: return launch(int64_t{});
+  }
+  return cudaErrorInvalidValue;
+}
+
 cudaError_t launch_logic(Logic op, const bool* a, const bool* b, bool* out, int64_t n, const Broadcast& shape,
                          cudaStream_t stream) {
   const int64_t* strides[] = {shape.a_strides, shape.b_strides};
   return launch_elementwise<2>(shape.dim, shape.out_sizes, strides, n, LogicBody{op, a, b, out}, stream);
 }
 
-template <typename E>
-cudaError_t index_as(const void* self, void* out, const IndexGather& g, int64_t n, int* bad, cudaStream_t stream) {
-  index_kernel<<<blocks_for(n), kThreads, 0, stream>>>(static_cast<const E*>(self), static_cast<E*>(out), g, n, bad);
-  return cudaGetLastError();
-}
-
 cudaError_t launch_index(const void* self, void* out, const IndexGather& g, int64_t n, int element_size, int* bad,
                          cudaStream_t stream) {
   if (n == 0) return cudaSuccess;
-  switch (element_size) {
-    case 1: return index_as<uint8_t>(self, out, g, n, bad, stream);
-    case 2: return index_as<uint16_t>(self, out, g, n, bad, stream);
-    case 4: return index_as<uint32_t>(self, out, g, n, bad, stream);
-    case 8: return index_as<uint64_t>(self, out, g, n, bad, stream);
-    default: return cudaErrorInvalidValue;
-  }
+  return by_element_size(element_size, [&](auto element) {
+    using E = decltype(element);
+    index_kernel<<<blocks_for(n), kThreads, 0, stream>>>(static_cast<const E*>(self), static_cast<E*>(out), g, n, bad);
+    return cudaGetLastError();
+  });
+}
+
+cudaError_t launch_index_put(void* out, const void* values, const IndexGather& g, int64_t n, int element_size, int* bad,
+                             cudaStream_t stream) {
+  if (n == 0) return cudaSuccess;
+  return by_element_size(element_size, [&](auto element) {
+    using E = decltype(element);
+    index_put_kernel<<<blocks_for(n), kThreads, 0, stream>>>(static_cast<E*>(out), static_cast<const E*>(values), g, n,
+                                                             bad);
+    return cudaGetLastError();
+  });
 }
 
 cudaError_t launch_cast(const void* x, ElementType x_type, void* out, ElementType out_type, int64_t n,

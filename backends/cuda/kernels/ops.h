@@ -74,6 +74,9 @@ cudaError_t launch_logical_not(const bool* x, bool* out, int64_t n, cudaStream_t
 // excluded: it is true division in PyTorch).
 cudaError_t launch_compare_integer(Compare op, const void* x, ElementType type, bool integral_scalar, int64_t integer,
                                    double real, bool* out, int64_t n, cudaStream_t stream);
+// out = a (op) b for two tensors of one element type `type`, each broadcast by `shape`, bool out.
+cudaError_t launch_compare_tensors(Compare op, const void* a, const void* b, ElementType type, bool* out, int64_t n,
+                                   const Broadcast& shape, cudaStream_t stream);
 cudaError_t launch_binary_integer(Binary op, const void* a, const void* b, int64_t scalar, int64_t alpha, void* out,
                                   ElementType type, int64_t n, const Broadcast& shape, cudaStream_t stream);
 // Running sums along the middle dimension of contiguous [outer, size, inner] `x`, converted to
@@ -98,12 +101,14 @@ cudaError_t launch_gather(const void* self, const void* index, bool int32_index,
 // out = a (op) b on bool tensors, each broadcast by `shape`.
 cudaError_t launch_logic(Logic op, const bool* a, const bool* b, bool* out, int64_t n, const Broadcast& shape,
                          cudaStream_t stream);
-// Advanced indexing self[i_0, ..., i_{count-1}] of a contiguous `self` by `count` integer index
-// tensors on its leading dimensions, broadcast together to `index_dim` sizes: out (contiguous) is
-// [index sizes..., self's sizes after the indexed ones]. A negative index counts from the end; one
-// outside the dimension zeroes its element and sets *bad to 1.
+// Advanced indexing self[:, ..., :, i_0, ..., i_{count-1}] of a contiguous `self` by `count` integer
+// index tensors after its whole leading dimensions, broadcast together to `index_dim` sizes: out
+// (contiguous) is [leading sizes..., index sizes..., self's sizes after the indexed ones]. A
+// negative index counts from the end; one outside the dimension zeroes its element and sets *bad.
 struct IndexGather {
   int count, index_dim;
+  int64_t block;         // elements of out per leading position (index elements x inner)
+  int64_t outer_stride;  // elements of self per leading position
   int64_t index_sizes[kMaxOpDims];
   const void* index[kMaxOpDims];
   bool int32[kMaxOpDims];                         // int32 indices (else int64)
@@ -114,6 +119,11 @@ struct IndexGather {
 };
 cudaError_t launch_index(const void* self, void* out, const IndexGather& g, int64_t n, int element_size, int* bad,
                          cudaStream_t stream);
+// The reverse: out[i_0, ..., i_{count-1}] = values (contiguous, of the indexed shape), in place in
+// `out` (which holds self's contents already). An index outside its dimension writes nothing and
+// sets *bad to 1.
+cudaError_t launch_index_put(void* out, const void* values, const IndexGather& g, int64_t n, int element_size, int* bad,
+                             cudaStream_t stream);
 // y[r] = any of the `cols` contiguous elements of row r.
 cudaError_t launch_row_any(const bool* x, bool* y, int64_t rows, int64_t cols, cudaStream_t stream);
 // out[i, :] = weight[indices[i], :] for `n` indices (int64, or int32 where `int32_indices`) into

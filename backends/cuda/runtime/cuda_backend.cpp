@@ -157,6 +157,60 @@ struct Delegate {
   }
 };
 
+// A buffer of program state in device memory: created by the first delegate call that updates it,
+// kept by the method's ProgramState, and updated in place by every delegate call sharing that state.
+class DeviceStateCopy final : public runtime::ProgramState::DeviceCopy {
+ public:
+  static runtime::Result<std::unique_ptr<DeviceStateCopy>> make(size_t bytes) {
+    auto copy = std::unique_ptr<DeviceStateCopy>(new (std::nothrow) DeviceStateCopy(bytes));
+    ET_CHECK_OR_RETURN(copy != nullptr, Error::MemoryAllocationFailed, "%s: out of host memory", kCudaBackendName);
+    ET_TRY(ecuda::to_error(cudaMalloc(out(copy->memory_), bytes ? bytes : 1), "CudaBackend: program state"));
+    return copy;
+  }
+  Span<uint8_t> memory() override { return {static_cast<uint8_t*>(memory_.get()), bytes_}; }
+  // Delegates run on non-blocking streams, which the synchronous copies below do not wait for.
+  Error upload(Span<const uint8_t> host) override {
+    ET_TRY(ecuda::to_error(cudaDeviceSynchronize(), "CudaBackend: program state"));
+    return ecuda::to_error(cudaMemcpy(memory_.get(), host.data(), bytes_, cudaMemcpyHostToDevice),
+                           "CudaBackend: program state upload");
+  }
+  Error download(Span<uint8_t> host) override {
+    ET_TRY(ecuda::to_error(cudaDeviceSynchronize(), "CudaBackend: program state"));
+    return ecuda::to_error(cudaMemcpy(host.data(), memory_.get(), bytes_, cudaMemcpyDeviceToHost),
+                           "CudaBackend: program state download");
+  }
+
+ private:
+  explicit DeviceStateCopy(size_t bytes) : bytes_(bytes) {}
+  size_t bytes_;
+  DeviceBuffer memory_;
+};
+
+// The state the payload's method runs on: for each buffer the payload declares, the device copy of
+// the method's buffer of that name (made here where the method's state has none yet).
+runtime::Result<std::shared_ptr<runtime::ProgramState>> device_state(const runtime::Program& payload,
+                                                                     runtime::ProgramState* state) {
+  ET_CHECK_OR_RETURN(state != nullptr, Error::InvalidProgram,
+                     "%s payload updates program state, but its method has none", kCudaBackendName);
+  std::vector<Span<uint8_t>> memory;
+  for (size_t i = 0; i < payload.num_mutable_buffers(); ++i) {
+    const char* name = payload.mutable_buffer_name(i);
+    auto index = state->find(name);
+    ET_CHECK_OR_RETURN(index.ok(), Error::InvalidProgram,
+                       "%s payload updates buffer '%s', which the program does not declare", kCudaBackendName, name);
+    const size_t bytes = state->buffer(*index).size();
+    ET_CHECK_OR_RETURN(bytes == payload.mutable_buffer_size(i), Error::InvalidProgram,
+                       "%s payload: buffer '%s' has %llu bytes, the program's %zu", kCudaBackendName, name,
+                       static_cast<unsigned long long>(payload.mutable_buffer_size(i)), bytes);
+    if (state->device_copy(*index) == nullptr) {
+      ET_TRY_ASSIGN(auto copy, DeviceStateCopy::make(bytes));
+      ET_TRY(state->set_device_copy(*index, std::move(copy)));
+    }
+    memory.push_back(state->device_copy(*index)->memory());
+  }
+  return runtime::ProgramState::over(payload, Span<const Span<uint8_t>>(memory.data(), memory.size()));
+}
+
 // 90 for ("sm_90", "sm_"); -1 where `arch` is not `prefix` and digits.
 int arch_number(const std::string& arch, const char* prefix) {
   const size_t n = std::strlen(prefix);
@@ -433,6 +487,32 @@ Error run_cudnn_conv(const Op& op, const Epilogue<T>& epilogue, cudaStream_t str
 
 // Runs one op on `stream`. Argument layout follows the ATen schema, outputs last (as the CPU kernels);
 // plan_op checked kinds, dtypes and shapes at init, and they never change.
+// The kernels' view of indexing `x` with `items` (payload.cpp checked them: leading Nones, then
+// index tensors), whose result has the shape of `indexed`.
+Error index_gather(const Tensor& x, Span<EValue* const> items, const Tensor& indexed, const char* name,
+                   IndexGather* g) {
+  int lead = 0;
+  while (items[lead]->is_none()) ++lead;
+  g->count = 0;
+  while (lead + g->count < static_cast<int>(items.size()) && !items[lead + g->count]->is_none()) ++g->count;
+  g->index_dim = indexed.dim() - (x.dim() - g->count);
+  g->inner = 1;
+  for (int d = lead + g->count; d < x.dim(); ++d) g->inner *= x.size(d);
+  g->block = g->inner;
+  for (int d = 0; d < g->index_dim; ++d) g->index_sizes[d] = indexed.size(lead + d), g->block *= g->index_sizes[d];
+  g->outer_stride = lead > 0 ? x.strides()[lead - 1] : 0;
+  for (int k = 0; k < g->count; ++k) {
+    const Tensor& t = items[lead + k]->to_tensor();
+    g->index[k] = t.const_data_ptr();
+    g->int32[k] = t.scalar_type() == runtime::ScalarType::Int;
+    ET_CHECK_OR_RETURN(broadcast_strides(t, g->index_dim, g->index_sizes, g->index_strides[k]), Error::InvalidArgument,
+                       "%s: %s index %d does not broadcast", kCudaBackendName, name, k);
+    g->self_sizes[k] = x.size(lead + k);
+    g->self_strides[k] = x.strides()[lead + k];
+  }
+  return Error::Ok;
+}
+
 template <typename T>
 Error run_typed(const Op& op, void* index_error, cudaStream_t stream) {
   const auto& a = op.args;
@@ -701,7 +781,13 @@ Error run_typed(const Op& op, void* index_error, cudaStream_t stream) {
       const Tensor& x = a[0]->to_tensor();
       ElementType type = ElementType::Float32;
       ET_TRY(element_type(x, name, &type));
-      if (type == ElementType::Float32 || type == ElementType::Float16 || type == ElementType::BFloat16) {
+      if (op.plan.ints[0] == 1) {
+        const Tensor& o = a[2]->to_tensor();
+        Broadcast shape;
+        ET_TRY(make_broadcast(o, {&x, &a[1]->to_tensor()}, name, &shape));
+        status = launch_compare_tensors(op.plan.compare, x.const_data_ptr(), a[1]->to_tensor().const_data_ptr(), type,
+                                        bp(a[2]), o.numel(), shape, stream);
+      } else if (type == ElementType::Float32 || type == ElementType::Float16 || type == ElementType::BFloat16) {
         status = launch_compare_scalar(op.plan.compare, ptr<T>(a[0]), static_cast<float>(a[1]->scalar_as_double()),
                                        bp(a[2]), x.numel(), stream);
       } else {
@@ -756,7 +842,7 @@ Error run_typed(const Op& op, void* index_error, cudaStream_t stream) {
       break;
     }
     case OpKind::Cast: {
-      const Tensor &x = a[0]->to_tensor(), &o = a[7]->to_tensor();
+      const Tensor &x = a[op.plan.ints[0]]->to_tensor(), &o = a[op.args.size() - 1]->to_tensor();
       ElementType from = ElementType::Float32, to = ElementType::Float32;
       ET_TRY(element_type(x, name, &from));
       ET_TRY(element_type(o, name, &to));
@@ -772,24 +858,23 @@ Error run_typed(const Op& op, void* index_error, cudaStream_t stream) {
     }
     case OpKind::Index: {
       const Tensor &x = a[0]->to_tensor(), &o = a[2]->to_tensor();
-      const auto items = a[1]->to_tensor_list();
       IndexGather g{};
-      g.count = static_cast<int>(items.size());
-      g.index_dim = o.dim() - (x.dim() - g.count);
-      for (int d = 0; d < g.index_dim; ++d) g.index_sizes[d] = o.size(d);
-      g.inner = 1;
-      for (int d = g.count; d < x.dim(); ++d) g.inner *= x.size(d);
-      for (int k = 0; k < g.count; ++k) {
-        const Tensor& t = items[k]->to_tensor();
-        g.index[k] = t.const_data_ptr();
-        g.int32[k] = t.scalar_type() == runtime::ScalarType::Int;
-        ET_CHECK_OR_RETURN(broadcast_strides(t, g.index_dim, g.index_sizes, g.index_strides[k]), Error::InvalidArgument,
-                           "%s: %s index %d does not broadcast", kCudaBackendName, name, k);
-        g.self_sizes[k] = x.size(k);
-        g.self_strides[k] = x.strides()[k];
-      }
+      ET_TRY(index_gather(x, a[1]->to_tensor_list(), o, name, &g));
       status = launch_index(x.const_data_ptr(), o.mutable_data_ptr(), g, o.numel(), static_cast<int>(x.element_size()),
                             static_cast<int*>(index_error), stream);
+      break;
+    }
+    case OpKind::IndexPut: {
+      const Tensor &x = a[0]->to_tensor(), &values = a[2]->to_tensor(), &o = a[4]->to_tensor();
+      IndexGather g{};
+      ET_TRY(index_gather(x, a[1]->to_tensor_list(), values, name, &g));
+      if (o.const_data_ptr() != x.const_data_ptr()) {  // in place where out is self (program state)
+        status =
+            cudaMemcpyAsync(o.mutable_data_ptr(), x.const_data_ptr(), x.nbytes(), cudaMemcpyDeviceToDevice, stream);
+        if (status != cudaSuccess) break;
+      }
+      status = launch_index_put(o.mutable_data_ptr(), values.const_data_ptr(), g, values.numel(),
+                                static_cast<int>(x.element_size()), static_cast<int*>(index_error), stream);
       break;
     }
     case OpKind::LogicalNot: status = launch_logical_not(bp(a[0]), bp(a[1]), a[0]->to_tensor().numel(), stream); break;
@@ -1658,7 +1743,7 @@ class CudaBackend final : public runtime::BackendInterface {
     return cudaGetDeviceCount(&devices) == cudaSuccess && devices > 0 && kernels_loadable() == cudaSuccess;
   }
 
-  runtime::Result<runtime::DelegateHandle*> init(Span<const uint8_t> processed,
+  runtime::Result<runtime::DelegateHandle*> init(runtime::BackendInitContext& context, Span<const uint8_t> processed,
                                                  Span<const runtime::CompileSpec> specs) const override {
     int devices = 0;
     if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
@@ -1692,11 +1777,14 @@ class CudaBackend final : public runtime::BackendInterface {
       d->buffers.push_back(std::move(b));
     }
     d->memory = std::make_unique<runtime::MemoryManager>(Span<Span<uint8_t>>(d->spans.data(), d->spans.size()));
-    auto method = d->program->load_method(method_name, d->memory.get());
+    std::shared_ptr<runtime::ProgramState> state;  // null: the payload updates no buffers
+    if (d->program->num_mutable_buffers() > 0) {
+      ET_TRY_ASSIGN(state, device_state(*d->program, context.state));
+    }
+    auto method = d->program->load_method(method_name, d->memory.get(), std::move(state));
     if (!method.ok()) return ET_ERROR_CONTEXT(method.error(), "%s payload", kCudaBackendName);
     d->method = std::move(method.get());
     runtime::Method& m = *d->method;
-    ET_TRY(check_stateless(m));
     // Constants go to the device once; every tensor then lives there. Their host bytes stay with
     // the program, for the index checks below.
     std::unordered_map<const EValue*, const void*> host_constants;
@@ -1722,7 +1810,7 @@ class CudaBackend final : public runtime::BackendInterface {
       if (op.plan.kind == OpKind::BatchNorm) ET_TRY(prepare_batch_norm(op));
       if (op.plan.kind == OpKind::Int8Linear) ET_TRY(prepare_int8_linear(op));
       d->checks_indices |= op.plan.kind == OpKind::Embedding || op.plan.kind == OpKind::IndexSelect ||
-                           op.plan.kind == OpKind::Gather ||
+                           op.plan.kind == OpKind::IndexPut || op.plan.kind == OpKind::Gather ||
                            (op.plan.kind == OpKind::Index && !constant_indices_in_range(op, host_constants));
       if (op.plan.kind == OpKind::Addmm || op.plan.kind == OpKind::Mm || op.plan.kind == OpKind::Bmm) {
         for (size_t t :
@@ -1840,7 +1928,8 @@ class CudaBackend final : public runtime::BackendInterface {
     if (d->checks_indices && *static_cast<int*>(d->index_error_host.get()) != 0) {
       *static_cast<int*>(d->index_error_host.get()) = 0;
       ET_TRY(ecuda::to_error(cudaMemset(d->index_error.get(), 0, sizeof(int)), "CudaBackend: index check"));
-      return ET_ERROR(Error::InvalidArgument, "%s: an embedding index is out of range", kCudaBackendName);
+      return ET_ERROR(Error::InvalidArgument, "%s: an index is out of range (embedding, gather, index or index_put)",
+                      kCudaBackendName);
     }
     return Error::Ok;
   }

@@ -149,6 +149,8 @@ bool classify(const std::string& name, OpPlan* op) {
   } compare[] = {
       {"aten::eq.Scalar", Compare::Eq}, {"aten::ne.Scalar", Compare::Ne}, {"aten::lt.Scalar", Compare::Lt},
       {"aten::le.Scalar", Compare::Le}, {"aten::gt.Scalar", Compare::Gt}, {"aten::ge.Scalar", Compare::Ge},
+      {"aten::eq.Tensor", Compare::Eq}, {"aten::ne.Tensor", Compare::Ne}, {"aten::lt.Tensor", Compare::Lt},
+      {"aten::le.Tensor", Compare::Le}, {"aten::gt.Tensor", Compare::Gt}, {"aten::ge.Tensor", Compare::Ge},
   };
   static const struct {
     const char* name;
@@ -163,6 +165,7 @@ bool classify(const std::string& name, OpPlan* op) {
     OpKind kind;
   } other[] = {
       {"aten::index.Tensor", OpKind::Index},
+      {"aten::index_put", OpKind::IndexPut},
       {"aten::addmm", OpKind::Addmm},
       {"aten::mm", OpKind::Mm},
       {"aten::bmm", OpKind::Bmm},
@@ -173,6 +176,7 @@ bool classify(const std::string& name, OpPlan* op) {
       {"aten::where.self", OpKind::Where},
       {"aten::embedding", OpKind::Embedding},
       {"aten::_to_copy", OpKind::Cast},
+      {"aten::copy", OpKind::Cast},
       {"aten::_softmax", OpKind::Softmax},
       {"aten::_log_softmax", OpKind::LogSoftmax},
       {"aten::native_layer_norm", OpKind::LayerNorm},
@@ -383,39 +387,82 @@ Error plan_index_select(Span<EValue*> a, const char* op, OpPlan* plan) {
 // index.Tensor(self, indices, out): integer index tensors (int64 or int32, checked on the device as
 // embedding's) for the leading dimensions of self, broadcast together; no None between them (the
 // indexed dimensions would move).
-Error plan_index(Span<EValue*> a, const char* op) {
-  PAYLOAD_CHECK(a.size() == 3 && a[1]->is_tensor_list() && same_type_tensors(a[0], a[2]), "%s %s: arguments",
-                kCudaBackendName, op);
-  const Tensor &x = a[0]->to_tensor(), &o = a[2]->to_tensor();
-  const auto items = a[1]->to_tensor_list();
-  PAYLOAD_CHECK(!items.empty() && static_cast<int>(items.size()) <= x.dim(), "%s %s: %zu indices for a %d-D tensor",
-                kCudaBackendName, op, items.size(), x.dim());
+// How `items` index a `dims`-D tensor: `lead` leading Nones (whole dimensions, x[:, :, i]), then
+// `count` int64 or int32 tensors broadcast together to `rank` sizes in `shape`, then only Nones.
+struct Indexing {
+  int lead = 0, count = 0, rank = 0;
   int64_t shape[kMaxOpDims];
-  int rank = 0;
-  for (size_t k = 0; k < items.size(); ++k) {
-    PAYLOAD_CHECK(items[k] != nullptr && items[k]->is_tensor() &&
-                      (items[k]->to_tensor().scalar_type() == runtime::ScalarType::Long ||
-                       items[k]->to_tensor().scalar_type() == runtime::ScalarType::Int),
-                  "%s %s: index %zu must be an int64 or int32 tensor (None and masks are not run)", kCudaBackendName,
-                  op, k);
-    rank = std::max(rank, items[k]->to_tensor().dim());
+};
+
+Error indexing(Span<EValue* const> items, int dims, const char* op, Indexing* ix) {
+  PAYLOAD_CHECK(static_cast<int>(items.size()) <= dims, "%s %s: %zu indices for a %d-D tensor", kCudaBackendName, op,
+                items.size(), dims);
+  const auto none = [&](size_t k) { return items[k] == nullptr || items[k]->is_none(); };
+  size_t k = 0;
+  while (k < items.size() && none(k)) ++k;
+  ix->lead = static_cast<int>(k);
+  for (; k < items.size() && !none(k); ++k) {
+    PAYLOAD_CHECK(items[k]->is_tensor() && (items[k]->to_tensor().scalar_type() == runtime::ScalarType::Long ||
+                                            items[k]->to_tensor().scalar_type() == runtime::ScalarType::Int),
+                  "%s %s: index %zu must be an int64 or int32 tensor (masks are not run)", kCudaBackendName, op, k);
+    ix->rank = std::max(ix->rank, items[k]->to_tensor().dim());
   }
-  std::fill(shape, shape + kMaxOpDims, 1);
-  for (const EValue* item : items) {
-    const Tensor& t = item->to_tensor();
+  ix->count = static_cast<int>(k) - ix->lead;
+  PAYLOAD_CHECK(ix->count > 0, "%s %s: no index tensor", kCudaBackendName, op);
+  for (; k < items.size(); ++k) {
+    PAYLOAD_CHECK(none(k), "%s %s: index tensors apart from one another are not run", kCudaBackendName, op);
+  }
+  std::fill(ix->shape, ix->shape + kMaxOpDims, 1);
+  for (int j = ix->lead; j < ix->lead + ix->count; ++j) {
+    const Tensor& t = items[j]->to_tensor();
     for (int d = 0; d < t.dim(); ++d) {
-      int64_t& s = shape[rank - t.dim() + d];
+      int64_t& s = ix->shape[ix->rank - t.dim() + d];
       PAYLOAD_CHECK(s == 1 || t.size(d) == 1 || t.size(d) == s, "%s %s: index shapes do not broadcast",
                     kCudaBackendName, op);
       if (t.size(d) != 1) s = t.size(d);
     }
   }
-  const int kept = x.dim() - static_cast<int>(items.size());
-  PAYLOAD_CHECK(o.dim() == rank + kept, "%s %s: the output's rank differs", kCudaBackendName, op);
-  for (int d = 0; d < o.dim(); ++d) {
-    PAYLOAD_CHECK(o.size(d) == (d < rank ? shape[d] : x.size(d - rank + static_cast<int>(items.size()))),
-                  "%s %s: the output's shape differs", kCudaBackendName, op);
+  return Error::Ok;
+}
+
+// Whether `t` has the shape of indexing `x` as `ix` says: x's leading dimensions, the index shape,
+// then x's dimensions after the indexed ones.
+bool indexed_shape(const Tensor& t, const Tensor& x, const Indexing& ix) {
+  if (t.dim() != x.dim() - ix.count + ix.rank) return false;
+  for (int d = 0; d < t.dim(); ++d) {
+    const int64_t want = d < ix.lead             ? x.size(d)
+                         : d < ix.lead + ix.rank ? ix.shape[d - ix.lead]
+                                                 : x.size(d - ix.rank + ix.count);
+    if (t.size(d) != want) return false;
   }
+  return true;
+}
+
+Error plan_index(Span<EValue*> a, const char* op) {
+  PAYLOAD_CHECK(a.size() == 3 && a[1]->is_tensor_list() && same_type_tensors(a[0], a[2]), "%s %s: arguments",
+                kCudaBackendName, op);
+  const Tensor &x = a[0]->to_tensor(), &o = a[2]->to_tensor();
+  Indexing ix;
+  ET_TRY(indexing(a[1]->to_tensor_list(), x.dim(), op, &ix));
+  PAYLOAD_CHECK(indexed_shape(o, x, ix), "%s %s: the output's shape differs", kCudaBackendName, op);
+  return Error::Ok;
+}
+
+// index_put(self, indices, values, accumulate, out): out = self with `values` written where the
+// indices point (a key/value cache's new positions). `values` has the indexed shape (no
+// broadcasting); accumulate is not run.
+Error plan_index_put(Span<EValue*> a, const char* op) {
+  PAYLOAD_CHECK(a.size() == 5 && a[1]->is_tensor_list() && same_type_tensors(a[0], a[4]) &&
+                    same_type_tensors(a[0], a[2]) && a[3]->is_bool(),
+                "%s %s: arguments", kCudaBackendName, op);
+  PAYLOAD_CHECK(!a[3]->to_bool(), "%s %s: accumulate=True is not run", kCudaBackendName, op);
+  const Tensor &x = a[0]->to_tensor(), &values = a[2]->to_tensor(), &o = a[4]->to_tensor();
+  PAYLOAD_CHECK(o.dim() == x.dim() && std::equal(o.sizes(), o.sizes() + o.dim(), x.sizes()),
+                "%s %s: the output's shape differs from self's", kCudaBackendName, op);
+  Indexing ix;
+  ET_TRY(indexing(a[1]->to_tensor_list(), x.dim(), op, &ix));
+  PAYLOAD_CHECK(indexed_shape(values, x, ix), "%s %s: values must have the indexed shape (they are not broadcast)",
+                kCudaBackendName, op);
   return Error::Ok;
 }
 
@@ -900,6 +947,13 @@ Error plan_op(const char* name, Span<EValue*> a, OpPlan* plan) {
       PAYLOAD_CHECK(n == 3, "%s %s: %zu arguments", kCudaBackendName, name, n);
       PAYLOAD_CHECK(is_float(a[0]) || is_integer(a[0]) || is_bool(a[0]),
                     "%s %s: argument 0 must be a floating, integer or bool tensor", kCudaBackendName, name);
+      if (a[1]->is_tensor()) {  // .Tensor: two tensors of one dtype, broadcast to the output
+        plan->ints[0] = 1;
+        PAYLOAD_CHECK(same_type_tensors(a[0], a[1]) && is_bool(a[2]),
+                      "%s %s: both operands must have one dtype, the output bool", kCudaBackendName, name);
+        for (size_t i : {0, 1}) ET_TRY(need_broadcast(a[i], a[2]->to_tensor(), name, i));
+        return Error::Ok;
+      }
       ET_TRY(need_number(a[1], name, 1));
       return need_bool_numel(a[2], a[0]->to_tensor().numel(), name, 2);
     case OpKind::LogicalNot:
@@ -936,15 +990,20 @@ Error plan_op(const char* name, Span<EValue*> a, OpPlan* plan) {
       return need_numel(a[5], total, name, 5);
     }
     case OpKind::Cast: {
-      // _to_copy(self, dtype, layout, device, pin_memory, non_blocking, memory_format, out)
-      PAYLOAD_CHECK(n == 8, "%s %s: %zu arguments", kCudaBackendName, name, n);
+      // _to_copy(self, dtype, layout, device, pin_memory, non_blocking, memory_format, out), or
+      // copy(self, src, non_blocking, out): src's elements in self's dtype. ints[0] = the source.
+      const bool copy = std::strcmp(name, "aten::copy") == 0;
+      PAYLOAD_CHECK(n == (copy ? 4u : 8u), "%s %s: %zu arguments", kCudaBackendName, name, n);
+      plan->ints[0] = copy ? 1 : 0;
       ElementType unused;
-      for (size_t i : {0, 7}) {
+      for (size_t i : {static_cast<size_t>(plan->ints[0]), n - 1}) {
         PAYLOAD_CHECK(a[i]->is_tensor() && element_type_of(a[i]->to_tensor().scalar_type(), &unused),
                       "%s %s: argument %zu must be a float32, float16, bfloat16, bool, int32 or int64 tensor",
                       kCudaBackendName, name, i);
       }
-      PAYLOAD_CHECK(a[7]->to_tensor().numel() == a[0]->to_tensor().numel(), "%s %s: output size differs",
+      PAYLOAD_CHECK(a[n - 1]->to_tensor().numel() == a[plan->ints[0]]->to_tensor().numel(),
+                    "%s %s: output size differs (a broadcasting copy is not run)", kCudaBackendName, name);
+      PAYLOAD_CHECK(!copy || same_type_tensors(a[0], a[3]), "%s %s: the output must have self's dtype",
                     kCudaBackendName, name);
       return Error::Ok;
     }
@@ -954,6 +1013,7 @@ Error plan_op(const char* name, Span<EValue*> a, OpPlan* plan) {
       for (size_t i : {0, 1}) ET_TRY(need_broadcast(a[i], a[2]->to_tensor(), name, i));
       return Error::Ok;
     case OpKind::Index: return plan_index(a, name);
+    case OpKind::IndexPut: return plan_index_put(a, name);
     case OpKind::Addmm:
     case OpKind::Mm: {
       const bool addmm = plan->kind == OpKind::Addmm;
@@ -1057,14 +1117,6 @@ Error plan_instruction(runtime::Method& m, size_t k, OpPlan* plan) {
   return plan_op(name, args, plan);
 }
 
-runtime::Error check_stateless(const runtime::Method& method) {
-  for (size_t i = 0; i < method.num_values(); ++i) {
-    ET_CHECK_OR_RETURN(method.value_memory(i) != runtime::Method::Memory::State, Error::InvalidProgram,
-                       "%s payload: value %zu is program state, which payloads cannot hold", kCudaBackendName, i);
-  }
-  return Error::Ok;
-}
-
 namespace {
 
 // Loads `bytes` as a program on the CPU and its first method with host memory (refused above
@@ -1086,7 +1138,6 @@ auto with_host_method(Span<const uint8_t> bytes, uint64_t max_planned_bytes, Fn 
 
 runtime::Result<size_t> check_payload(Span<const uint8_t> payload, uint64_t max_planned_bytes) {
   return with_host_method(payload, max_planned_bytes, [](runtime::Method& m) -> runtime::Result<size_t> {
-    ET_TRY(check_stateless(m));
     for (size_t k = 0; k < m.num_instructions(); ++k) {
       OpPlan plan;
       ET_TRY(plan_instruction(m, k, &plan));

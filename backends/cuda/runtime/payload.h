@@ -70,7 +70,8 @@ enum class OpKind {
   Cumsum,
   ArgMax,
   Gather,
-  Conv3d
+  Conv3d,
+  IndexPut
 };
 
 // One checked instruction. Conv (1-D as height 1): ints = n, c, h, w, oc, kh, kw, stride h/w,
@@ -83,7 +84,8 @@ enum class OpKind {
 // elements ahead of the input per dimension, scalars[0] = the value. IndexSelect: ints = dim.
 // Upsample: ints = bilinear, align_corners; scalars = source steps per output step (h, w).
 // LstmCell, GruCell: ints = rows, units. IntegerBinary (a Binary on int32 or int64 tensors). Cumsum:
-// ints = dim. ArgMax: ints = rows, columns. Gather: ints = dim.
+// ints = dim. ArgMax: ints = rows, columns. Gather: ints = dim. Compare: ints = 1 where the other
+// operand is a tensor (broadcast), not a number. Cast (_to_copy, copy): ints = the source argument.
 struct OpPlan {
   OpKind kind = OpKind::Copy;
   Unary unary = Unary::Relu;
@@ -109,10 +111,6 @@ runtime::Error plan_op(const char* name, runtime::Span<runtime::EValue*> args, O
 // Plans instruction `k` of a loaded method: a kernel call CudaBackend implements, on arguments it
 // takes. CudaBackend::init, check_payload and explain_instructions all plan through this.
 runtime::Error plan_instruction(runtime::Method& method, size_t k, OpPlan* plan);
-
-// A payload keeps no program state (mutable buffers): its tensors live in device memory that
-// CudaBackend plans, and state would have to outlive the call. InvalidProgram if it has any.
-runtime::Error check_stateless(const runtime::Method& method);
 
 // The payload on the CPU, as init sees it: loads it as a program, its method with host memory
 // (refused above `max_planned_bytes`), and plans every instruction. Returns the number of ops.

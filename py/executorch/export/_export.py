@@ -747,19 +747,17 @@ def _program(methods: dict[str, torch.export.ExportedProgram], *, backend: str |
     segments = [shared.data()]
     meta = {"producer": "executorch.export", "torch_version": torch.__version__, **(metadata or {})}
     if backend == "cuda":
-        from executorch.export._partition import delegate_to_cuda
+        from executorch.export._partition import delegate_to_cuda, drop_unused_constants
 
-        if shared.mutable:
-            raise ExportError(f"backend='cuda' does not yet run programs whose methods update buffers "
-                              f"({', '.join(b.name for b in shared.mutable[:4])}); export them for the CPU")
         specs = {"cuda_archs": ",".join(cuda_archs).encode()} if cuda_archs else {}
         if tf32_convolutions:
             specs["tf32_convolutions"] = b"1"
         total = 0
         for p in plans:
-            calls, refused = delegate_to_cuda(p, segments[0], segments, specs)
+            calls, refused = delegate_to_cuda(p, segments[0], segments, specs, shared.mutable)
             total += calls
             if dtype in (torch.float16, torch.bfloat16):
                 _check_all_delegated(p, dtype, refused)
+        segments[0] = drop_unused_constants(plans, segments[0])
         meta["cuda_delegate_calls"] = str(total)
     return serialize(ProgramSpec(plans=plans, segments=segments, metadata=meta, mutable_buffers=shared.mutable))

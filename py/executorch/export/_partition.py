@@ -5,6 +5,11 @@ its payload is a program of its own (the same .pte format: the run's values, con
 plan). What the backend cannot run stays with the CPU kernels. Method inputs read only by delegate
 calls are left unplanned, so a caller's tensor (host or device memory) is handed to the delegate
 without a copy on the CPU side; such inputs are marked as device tensors in the program.
+
+Program state (a key/value cache) that a payload updates is declared by the payload as mutable
+buffers of the same names: the backend keeps one device copy of each in the method's program state,
+which every delegate call of every method sharing that state updates in place. Such a buffer is
+then the delegates' alone; no CPU kernel may read or write it.
 """
 
 from __future__ import annotations
@@ -13,8 +18,9 @@ import dataclasses
 
 from executorch.export._dtypes import nbytes
 from executorch.export._planner import Allocation, plan
-from executorch.serialization.pte import (Delegate, DelegateCall, IntListValue, IntValue, KernelCall, Plan, ProgramSpec,
-                                         TensorListValue, TensorSpec, TensorValue, serialize)
+from executorch.export._errors import ExportError
+from executorch.serialization.pte import (Delegate, DelegateCall, IntListValue, IntValue, KernelCall, MutableBuffer,
+                                         Plan, ProgramSpec, TensorListValue, TensorSpec, TensorValue, serialize)
 
 BACKEND_ID = "CudaBackend"
 
@@ -43,8 +49,9 @@ def cpu_operators_on(p: Plan, dtype_code: int) -> list[str]:
                    if isinstance(ins, KernelCall) and any(t.dtype == dtype_code for t in _tensor_args(p, ins.args))})
 
 
-def refusals(p: Plan, constants: bytes) -> list[str]:
-    """For each instruction of `p`, why CudaBackend cannot run it ('' where it can).
+def refusals(p: Plan, constants: bytes, mutable: list[MutableBuffer] | None = None) -> list[str]:
+    """For each instruction of `p` (whose program declares the mutable buffers `mutable`), why
+    CudaBackend cannot run it ('' where it can).
 
     The answer comes from the backend's own payload checks (backends/cuda/runtime/payload.cpp, the
     code its init runs), asked through the extension on the CPU: what is delegated is exactly what
@@ -52,7 +59,8 @@ def refusals(p: Plan, constants: bytes) -> list[str]:
     """
     from executorch import _C
 
-    program = serialize(ProgramSpec(plans=[p], segments=[constants], metadata={"producer": "executorch.export"}))
+    program = serialize(ProgramSpec(plans=[p], segments=[constants], metadata={"producer": "executorch.export"},
+                                    mutable_buffers=list(mutable or [])))
     return list(_C.cuda_explain_instructions(program))
 
 
@@ -69,8 +77,15 @@ def _runs(p: Plan, constants: bytes, reasons: list[str] | None = None) -> list[t
     return runs
 
 
-def _subprogram(p: Plan, constants: bytes, lo: int, hi: int) -> tuple[bytes, list[int], list[int]]:
-    """The .pte of instructions [lo, hi) of `p`, and its inputs and outputs as indices of `p`."""
+def _is_state(v: object) -> bool:
+    return isinstance(v, TensorValue) and v.payload.mutable_buffer >= 0
+
+
+def _subprogram(p: Plan, constants: bytes, lo: int, hi: int,
+                mutable: list[MutableBuffer] | None = None) -> tuple[bytes, list[int], list[int]]:
+    """The .pte of instructions [lo, hi) of `p` (whose program declares the mutable buffers
+    `mutable`), and its inputs and outputs as indices of `p`. The program state it reads or writes
+    is declared by the payload under the buffers' names, without data."""
     body = _kernels(p.instructions[lo:hi])
     defined: set[int] = set()
     for ins in body:
@@ -84,12 +99,15 @@ def _subprogram(p: Plan, constants: bytes, lo: int, hi: int) -> tuple[bytes, lis
         for a in ins.args[: len(ins.args) - ins.num_outputs]:
             for t in p.tensors_in(a):
                 v = p.values[t]
-                if isinstance(v, TensorValue) and v.payload.data_segment < 0 and t not in defined and t not in seen:
+                if (isinstance(v, TensorValue) and v.payload.data_segment < 0 and not _is_state(v) and t not in defined
+                        and t not in seen):
                     inputs.append(t)
                     seen.add(t)
-    outputs = [t for ins in body for t in ins.args[len(ins.args) - ins.num_outputs:] if t in used_later]
+    outputs = [t for ins in body for t in ins.args[len(ins.args) - ins.num_outputs:]
+               if t in used_later and not _is_state(p.values[t])]
 
     sub = Plan(name="forward", operators=[])
+    buffers: list[MutableBuffer] = []
     index: dict[int, int] = {}
     blob = bytearray()
     lifetimes: dict[int, Allocation] = {}
@@ -109,11 +127,15 @@ def _subprogram(p: Plan, constants: bytes, lo: int, hi: int) -> tuple[bytes, lis
                 blob.extend(b"\0" * (offset - len(blob)))
                 blob.extend(constants[t.data_offset:t.data_offset + tensor_bytes])
                 spec = TensorSpec(dtype=t.dtype, sizes=list(t.sizes), data_segment=0, data_offset=offset)
+            elif t.mutable_buffer >= 0:
+                declared = (mutable or [])[t.mutable_buffer]
+                buffers.append(MutableBuffer(name=declared.name, size=declared.size))
+                spec = TensorSpec(dtype=t.dtype, sizes=list(t.sizes), mutable_buffer=len(buffers) - 1)
             else:
                 spec = TensorSpec(dtype=t.dtype, sizes=list(t.sizes), mem_id=0)
             sub.values.append(TensorValue(spec))
             new = len(sub.values) - 1
-            if t.data_segment < 0:
+            if t.data_segment < 0 and t.mutable_buffer < 0:
                 lifetimes[new] = Allocation(size=tensor_bytes, first_use=step, last_use=step)
         elif v.kind == "tensor_list":
             items = [copy(j, step) for j in v.payload]
@@ -144,8 +166,8 @@ def _subprogram(p: Plan, constants: bytes, lo: int, hi: int) -> tuple[bytes, lis
     for i, (root, offset) in roots.items():
         sub.tensor(i).mem_offset = groups[root].offset + offset
     sub.buffer_sizes = [size]
-    payload = serialize(ProgramSpec(plans=[sub], segments=[bytes(blob)], metadata={"producer": "executorch.export",
-                                                                                    "backend": BACKEND_ID}))
+    payload = serialize(ProgramSpec(plans=[sub], segments=[bytes(blob)], mutable_buffers=buffers,
+                                    metadata={"producer": "executorch.export", "backend": BACKEND_ID}))
     return payload, inputs, outputs
 
 
@@ -288,37 +310,63 @@ def _shared_allocations(roots: dict[int, tuple[int, int]], lifetimes: dict[int, 
     return groups
 
 
-def _drop_unused_constants(p: Plan, constants: bytes) -> bytes:
-    """The constant segment holding only what `p` still reads; offsets in `p` are updated."""
-    used: set[int] = set(p.outputs)
-    for ins in p.instructions:
-        for a in ins.args:
-            used.update([a, *p.tensors_in(a)])
+def drop_unused_constants(plans: list[Plan], constants: bytes) -> bytes:
+    """The constant segment holding only what `plans` (sharing `constants`) still read after
+    delegation; offsets in the plans are updated, and data two methods shared stays shared."""
     blob = bytearray()
-    for i, v in enumerate(p.values):
-        if not isinstance(v, TensorValue) or v.payload.data_segment != 0:
-            continue
-        t = v.payload
-        if i not in used:  # now read only inside a delegate: no data here
-            t.data_segment, t.data_offset = -1, 0
-            continue
-        offset = (len(blob) + 15) // 16 * 16
-        blob.extend(b"\0" * (offset - len(blob)))
-        blob.extend(constants[t.data_offset:t.data_offset + nbytes(t.dtype, t.sizes)])
-        t.data_offset = offset
+    moved: dict[tuple[int, int], int] = {}  # (old offset, bytes) -> new offset
+    for p in plans:
+        used: set[int] = set(p.outputs)
+        for ins in p.instructions:
+            for a in ins.args:
+                used.update([a, *p.tensors_in(a)])
+        for i, v in enumerate(p.values):
+            if not isinstance(v, TensorValue) or v.payload.data_segment != 0:
+                continue
+            t = v.payload
+            if i not in used:  # now read only inside a delegate: no data here
+                t.data_segment, t.data_offset = -1, 0
+                continue
+            size = nbytes(t.dtype, t.sizes)
+            key = (t.data_offset, size)
+            if key not in moved:
+                moved[key] = (len(blob) + 15) // 16 * 16
+                blob.extend(b"\0" * (moved[key] - len(blob)))
+                blob.extend(constants[t.data_offset:t.data_offset + size])
+            t.data_offset = moved[key]
     return bytes(blob)
 
 
-def delegate_to_cuda(p: Plan, constants: bytes, segments: list[bytes],
-                     compile_specs: dict[str, bytes] | None = None) -> tuple[int, dict[str, str]]:
-    """Rewrites `p` in place; appends payloads to `segments` (segments[0], the constants, shrinks to
-    what the CPU part still reads); each delegate call carries `compile_specs`. Returns the number of
-    delegate calls, and for each operator left to the CPU kernels the backend's first reason."""
-    reasons = refusals(p, constants)
+def _check_state_delegated(p: Plan, reasons: list[str]) -> None:
+    """Raises where program state that a delegated instruction reads or writes is also read or
+    written by one left to the CPU kernels: the delegates keep that state on the device."""
+    on_device: set[int] = set()
+    on_host: dict[int, str] = {}
+    for ins, why in zip(_kernels(p.instructions), reasons):
+        for t in (t for a in ins.args for t in p.tensors_in(a) if _is_state(p.values[t])):
+            if why:
+                on_host.setdefault(t, f"{_op_name(p, ins)} ({why})")
+            else:
+                on_device.add(t)
+    mixed = sorted(on_device & set(on_host))
+    if mixed:
+        raise ExportError(f"method {p.name}: CudaBackend keeps the program state it updates on the device, but "
+                          f"{on_host[mixed[0]]} would read or write it on the CPU")
+
+
+def delegate_to_cuda(p: Plan, constants: bytes, segments: list[bytes], compile_specs: dict[str, bytes] | None = None,
+                     mutable: list[MutableBuffer] | None = None) -> tuple[int, dict[str, str]]:
+    """Rewrites `p` in place; appends payloads to `segments` (the constants, segments[0], stay whole
+    for the program's other methods: drop_unused_constants trims them after the last); each delegate
+    call carries `compile_specs`. `mutable`: the
+    program's mutable buffers. Returns the number of delegate calls, and for each operator left to
+    the CPU kernels the backend's first reason."""
+    reasons = refusals(p, constants, mutable)
     refused: dict[str, str] = {}
     for ins, why in zip(_kernels(p.instructions), reasons):
         if why:
             refused.setdefault(_op_name(p, ins), why)
+    _check_state_delegated(p, reasons)
     runs = _runs(p, constants, reasons)
     if not runs:
         return 0, refused
@@ -326,7 +374,7 @@ def delegate_to_cuda(p: Plan, constants: bytes, segments: list[bytes],
     previous = 0
     for lo, hi in runs:
         new_instructions += p.instructions[previous:lo]
-        payload, inputs, outputs = _subprogram(p, constants, lo, hi)
+        payload, inputs, outputs = _subprogram(p, constants, lo, hi, mutable)
         segments.append(payload)
         p.delegates.append(Delegate(backend_id=BACKEND_ID, segment=len(segments) - 1,
                                     compile_specs=dict(compile_specs or {})))
@@ -334,7 +382,6 @@ def delegate_to_cuda(p: Plan, constants: bytes, segments: list[bytes],
         previous = hi
     new_instructions += p.instructions[previous:]
     p.instructions = new_instructions
-    segments[0] = _drop_unused_constants(p, constants)
     # Inputs only delegates read are handed over as they are (host or device memory).
     readers: dict[int, list] = {}
     for instruction in p.instructions:

@@ -19,8 +19,8 @@ def export_llm(model: torch.nn.Module, max_seq_len: int, *, prefill_chunk: int =
     `decode(input_ids[1, 1], cache_position[1])`, both returning logits [1, tokens, vocab] and
     writing the tokens' keys and values into the cache, which the two share. dtype, quantize and
     group_size are as for executorch.export.export (quantize="int4" or "int8_weight_only":
-    weight-only int4 or int8 linear layers);
-    backend="cuda" does not yet take programs with a cache.
+    weight-only int4 or int8 linear layers). With backend="cuda" the cache lives in device memory,
+    updated in place by both methods' delegate calls.
     """
     try:
         from transformers.integrations.executorch import TorchExportableModuleForDecoderOnlyLM
@@ -29,8 +29,6 @@ def export_llm(model: torch.nn.Module, max_seq_len: int, *, prefill_chunk: int =
     if not 1 <= prefill_chunk <= max_seq_len:
         raise ExportError(f"prefill_chunk must be between 1 and max_seq_len ({max_seq_len}), got {prefill_chunk}")
     _check_options(backend, None, dtype, quantize, False, group_size)
-    if backend == "cuda":
-        raise ExportError("backend='cuda' does not yet run programs with a key/value cache; export for the CPU")
     if not hasattr(model, "generation_config") or not hasattr(model, "config"):
         raise ExportError(f"export_llm takes a transformers causal LM, got {type(model).__name__}")
     model, _ = _converted(model, [], dtype, quantize, group_size)
