@@ -260,6 +260,8 @@ def test_cuda_export_keeps_state_in_the_payload() -> None:
     state = {i for i, v in enumerate(plan.values) if v.kind == "tensor" and v.payload.mutable_buffer >= 0}
     assert len(state) == 2 and not state & set(plan.inputs + plan.outputs)
     assert len(plan.inputs) == 2 and len(plan.outputs) == 1
+    # The program's state still starts from the buffers' initial data (kept when constants are trimmed).
+    assert np.frombuffer(Runtime.get().load_program(pte).new_state().read("total"), np.float32).tolist() == [10.0] * 4
 
 
 @pytest.mark.parametrize("name", sorted(FAMILIES))

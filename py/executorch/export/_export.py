@@ -758,6 +758,6 @@ def _program(methods: dict[str, torch.export.ExportedProgram], *, backend: str |
             total += calls
             if dtype in (torch.float16, torch.bfloat16):
                 _check_all_delegated(p, dtype, refused)
-        segments[0] = drop_unused_constants(plans, segments[0])
+        segments[0] = drop_unused_constants(plans, segments[0], shared.mutable)
         meta["cuda_delegate_calls"] = str(total)
     return serialize(ProgramSpec(plans=plans, segments=segments, metadata=meta, mutable_buffers=shared.mutable))

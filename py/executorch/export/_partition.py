@@ -310,11 +310,23 @@ def _shared_allocations(roots: dict[int, tuple[int, int]], lifetimes: dict[int, 
     return groups
 
 
-def drop_unused_constants(plans: list[Plan], constants: bytes) -> bytes:
+def drop_unused_constants(plans: list[Plan], constants: bytes, mutable: list[MutableBuffer] | None = None) -> bytes:
     """The constant segment holding only what `plans` (sharing `constants`) still read after
-    delegation; offsets in the plans are updated, and data two methods shared stays shared."""
+    delegation, and the initial data of the mutable buffers `mutable`; offsets in the plans and
+    buffers are updated, and data two methods shared stays shared."""
     blob = bytearray()
     moved: dict[tuple[int, int], int] = {}  # (old offset, bytes) -> new offset
+
+    def keep(offset: int, size: int) -> int:
+        if (offset, size) not in moved:
+            moved[offset, size] = (len(blob) + 15) // 16 * 16
+            blob.extend(b"\0" * (moved[offset, size] - len(blob)))
+            blob.extend(constants[offset:offset + size])
+        return moved[offset, size]
+
+    for buffer in mutable or []:
+        if buffer.data_segment == 0:
+            buffer.data_offset = keep(buffer.data_offset, buffer.size)
     for p in plans:
         used: set[int] = set(p.outputs)
         for ins in p.instructions:
@@ -327,13 +339,7 @@ def drop_unused_constants(plans: list[Plan], constants: bytes) -> bytes:
             if i not in used:  # now read only inside a delegate: no data here
                 t.data_segment, t.data_offset = -1, 0
                 continue
-            size = nbytes(t.dtype, t.sizes)
-            key = (t.data_offset, size)
-            if key not in moved:
-                moved[key] = (len(blob) + 15) // 16 * 16
-                blob.extend(b"\0" * (moved[key] - len(blob)))
-                blob.extend(constants[t.data_offset:t.data_offset + size])
-            t.data_offset = moved[key]
+            t.data_offset = keep(t.data_offset, nbytes(t.dtype, t.sizes))
     return bytes(blob)
 
 
