@@ -327,10 +327,17 @@ def test_cuda_greedy_matches_transformers(name: str) -> None:
     model = _model(name)
     prompt = torch.randint(0, 512, (11,), generator=torch.Generator().manual_seed(11)).tolist()
     pte = export_llm(model, max_seq_len=MAX_LEN, prefill_chunk=CHUNK, backend="cuda")
-    assert TextGenerator(Runtime.get().load_program(pte)).generate(prompt, NEW).tokens == _reference(model, prompt)
+    gen = TextGenerator(Runtime.get().load_program(pte))
+    assert gen._device is not None  # torch is imported and sees the GPU: generation runs there
+    assert gen.generate(prompt, NEW).tokens == _reference(model, prompt)
+    sampled = [gen.generate(prompt, 12, temperature=1.0, top_k=20, top_p=0.9, seed=7).tokens for _ in range(2)]
+    assert sampled[0] == sampled[1] and len(sampled[0]) == 12  # sampled on the device, reproducibly
+    assert gen.generate(prompt, 12, temperature=1.5, top_k=1).tokens == gen.generate(prompt, 12).tokens
     with torch.no_grad():
         reference = model(torch.tensor([prompt])).logits[0, -1].float()
     pte = export_llm(model, max_seq_len=MAX_LEN, prefill_chunk=CHUNK, backend="cuda", dtype=torch.bfloat16)
-    got = torch.from_numpy(TextGenerator(Runtime.get().load_program(pte))._prefill_logits(prompt))
+    gen = TextGenerator(Runtime.get().load_program(pte))
+    assert gen._device is not None  # torch is imported and sees the GPU: generation runs there
+    got = gen._prefill_logits(prompt).float().cpu()
     error = (got - reference).abs().max().item() / reference.abs().max().item()
     assert error < 5e-2, f"{name}: bfloat16 logits {error:.2e} of the largest apart"

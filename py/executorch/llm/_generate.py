@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import sys
 import time
 from dataclasses import dataclass
-from typing import Callable, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from executorch.runtime import Program
+from executorch.runtime import Method, Program
 
 
 @dataclass
@@ -25,7 +26,13 @@ class Generation:
 
 class TextGenerator:
     """Generates from a program of export_llm. Its prefill and decode methods share one key/value
-    cache (the program's state), which generate() starts afresh each time."""
+    cache (the program's state), which generate() starts afresh each time.
+
+    A program exported with backend="cuda" runs with torch CUDA tensors where torch is imported
+    and sees a GPU: token and position stay on the device, the logits are left there, and the
+    next token is chosen there (argmax, or top-k/top-p sampling with torch's generator), so only
+    the token id comes back to the host each step.
+    """
 
     def __init__(self, program: Program) -> None:
         missing = [m for m in ("prefill", "decode") if m not in program.method_names]
@@ -38,6 +45,7 @@ class TextGenerator:
         self._state = program.new_state()
         self._prefill = program.load_method("prefill", self._state)
         self._decode = program.load_method("decode", self._state)
+        self._device = _device_of(program, self._decode)
 
     def generate(self, prompt: Sequence[int], max_new_tokens: int, *, temperature: float = 0.0,
                  top_k: int | None = None, top_p: float | None = None, seed: int | None = None,
@@ -52,43 +60,107 @@ class TextGenerator:
             raise ValueError(f"the prompt has {len(ids)} tokens; the program holds {self.max_seq_len}")
         if any(not 0 <= t < self.vocab_size for t in ids):
             raise ValueError(f"prompt tokens must lie in [0, {self.vocab_size})")
-        rng = np.random.default_rng(seed)
+        if max_new_tokens < 1:
+            return Generation([], 0.0, 0.0)
+        step = _DeviceSteps(self._device, seed) if self._device is not None else _HostSteps(seed)
         self._state.reset()
         start = time.perf_counter()
         logits = self._prefill_logits(ids)
+        token = step.pick(logits, temperature, top_k, top_p)
         prefilled = time.perf_counter()
         tokens: list[int] = []
         position = len(ids)
-        while len(tokens) < max_new_tokens:
-            token = _pick(logits, temperature, top_k, top_p, rng)
+        while True:
             tokens.append(token)
             if callback is not None:
                 callback(token)
-            if len(tokens) == max_new_tokens or position >= self.max_seq_len:
+            if len(tokens) >= max_new_tokens or position >= self.max_seq_len:
                 break
-            out = self._decode.execute([np.array([[token]], dtype=np.int64), np.array([position], dtype=np.int64)])
-            logits = np.asarray(out[0], dtype=np.float32)[0, -1]
+            out = self._decode.execute(step.inputs(token, position))
+            token = step.pick(out[0][0, -1], temperature, top_k, top_p)
             position += 1
         return Generation(tokens, prefilled - start, time.perf_counter() - prefilled)
 
-    def _prefill_logits(self, ids: list[int]) -> np.ndarray:
-        """The logits after the last prompt token. The prompt goes in chunks; the last chunk starts
+    def _prefill_logits(self, ids: list[int]) -> Any:
+        """The logits after the last prompt token (a torch tensor on the device where generation
+        runs there, else numpy). The prompt goes in chunks; the last chunk starts
         early enough to be full where the prompt allows (its earlier positions are computed again,
         to the same keys and values), else it is padded, and the padding's cache entries are
         overwritten by decode before any position attends to them."""
         n, c = len(ids), self.chunk
-        logits = np.zeros(0, dtype=np.float32)
+        logits: Any = None
         begin = 0
         while begin < n:
             start = min(begin, max(n - c, 0))
             window = ids[start:start + c]
             real = len(window)
             window = window + [0] * (c - real)
-            positions = np.arange(start, start + c, dtype=np.int64)  # start + c <= max(n, c) <= max_seq_len
-            out = self._prefill.execute([np.array([window], dtype=np.int64), positions])
-            logits = np.asarray(out[0], dtype=np.float32)[0, real - 1]
+            inputs = [np.array([window], dtype=np.int64),
+                      np.arange(start, start + c, dtype=np.int64)]  # start + c <= max(n, c) <= max_seq_len
+            if self._device is not None:
+                torch = sys.modules["torch"]
+                inputs = [torch.from_numpy(x).to(self._device) for x in inputs]
+            logits = self._prefill.execute(inputs)[0][0, real - 1]
             begin = start + real
         return logits
+
+
+def _device_of(program: Program, method: Method) -> Any:
+    """The torch CUDA device to generate on: where the program's methods run as CUDA delegate calls
+    reading their inputs on the device, torch is imported and sees a GPU. None otherwise."""
+    torch = sys.modules.get("torch")
+    calls = program.metadata("cuda_delegate_calls")
+    if torch is None or calls in (None, "0") or not torch.cuda.is_available():
+        return None
+    return torch.device("cuda") if all(method._device_layout()[0]) else None
+
+
+class _HostSteps:
+    """Decode inputs as numpy arrays; the next token chosen from logits on the host."""
+
+    def __init__(self, seed: int | None) -> None:
+        self.rng = np.random.default_rng(seed)
+
+    def inputs(self, token: int, position: int) -> list[Any]:
+        return [np.array([[token]], dtype=np.int64), np.array([position], dtype=np.int64)]
+
+    def pick(self, logits: Any, temperature: float, top_k: int | None, top_p: float | None) -> int:
+        return _pick(np.asarray(logits, dtype=np.float32), temperature, top_k, top_p, self.rng)
+
+
+class _DeviceSteps:
+    """Decode inputs in two device tensors updated in place; the next token chosen on the device."""
+
+    def __init__(self, device: Any, seed: int | None) -> None:
+        torch = sys.modules["torch"]
+        self.torch = torch
+        self.token = torch.zeros((1, 1), dtype=torch.int64, device=device)
+        self.position = torch.zeros(1, dtype=torch.int64, device=device)
+        self.generator = torch.Generator(device=device)
+        if seed is not None:
+            self.generator.manual_seed(seed)
+        else:
+            self.generator.seed()
+
+    def inputs(self, token: int, position: int) -> list[Any]:
+        self.token.fill_(token)
+        self.position.fill_(position)
+        return [self.token, self.position]
+
+    def pick(self, logits: Any, temperature: float, top_k: int | None, top_p: float | None) -> int:
+        torch = self.torch
+        if temperature <= 0.0:
+            return int(torch.argmax(logits))
+        scaled = logits.double() / temperature
+        order = torch.argsort(scaled, descending=True, stable=True)
+        if top_k is not None:
+            order = order[:max(1, top_k)]
+        probs = torch.softmax(scaled[order], 0)
+        if top_p is not None:
+            keep = int(torch.searchsorted(torch.cumsum(probs, 0), torch.full((1,), top_p, dtype=probs.dtype,
+                                                                               device=probs.device))) + 1
+            order, probs = order[:keep], probs[:keep] / probs[:keep].sum()
+        return int(order[torch.multinomial(probs, 1, generator=self.generator)])
 
 
 def _pick(logits: np.ndarray, temperature: float, top_k: int | None, top_p: float | None,
