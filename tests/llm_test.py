@@ -12,6 +12,7 @@ import os
 import struct
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -175,17 +176,10 @@ class Counter(torch.nn.Module):
         return self.total * 1.0 + self.ring.sum(0)
 
 
-def test_state_persists_is_shared_and_resets() -> None:
-    pte = export(Counter(), (torch.ones(4), torch.tensor([0])))
-    spec = deserialize(pte)
-    assert [(b.name, b.size, b.data_segment >= 0) for b in spec.mutable_buffers] == [("total", 16, True),
-                                                                                   ("ring", 48, False)]
-    # index_put writes the ring in place; the sum (add) is copied into its state at the end.
-    plan = spec.plans[0]
-    writes = [(plan.operators[i.op_index][0], plan.tensor(i.args[-1]).mutable_buffer) for i in plan.instructions]
-    assert [w for w in writes if w[1] >= 0] == [("aten::index_put", 1), ("aten::_to_copy", 0)]
-    assert writes[-1] == ("aten::_to_copy", 0)
-    program = Runtime.get().load_program(pte)
+def _run_shared_counter(program: Any) -> tuple[Any, tuple[Any, Any]]:
+    """Two methods of `program` (a Counter) sharing one state, run in turn against torch: outputs
+    and the buffers read back match; reset() restores the initial contents. Returns the state and
+    the methods."""
     state = program.new_state()
     one, two = program.load_method("forward", state), program.load_method("forward", state)
     model = Counter()
@@ -198,6 +192,21 @@ def test_state_persists_is_shared_and_resets() -> None:
     assert np.frombuffer(state.read("ring"), np.float32).reshape(3, 4).tolist() == model.ring.tolist()
     state.reset()
     assert np.frombuffer(state.read("total"), np.float32).tolist() == [10.0] * 4
+    return state, (one, two)
+
+
+def test_state_persists_is_shared_and_resets() -> None:
+    pte = export(Counter(), (torch.ones(4), torch.tensor([0])))
+    spec = deserialize(pte)
+    assert [(b.name, b.size, b.data_segment >= 0) for b in spec.mutable_buffers] == [("total", 16, True),
+                                                                                   ("ring", 48, False)]
+    # index_put writes the ring in place; the sum (add) is copied into its state at the end.
+    plan = spec.plans[0]
+    writes = [(plan.operators[i.op_index][0], plan.tensor(i.args[-1]).mutable_buffer) for i in plan.instructions]
+    assert [w for w in writes if w[1] >= 0] == [("aten::index_put", 1), ("aten::_to_copy", 0)]
+    assert writes[-1] == ("aten::_to_copy", 0)
+    program = Runtime.get().load_program(pte)
+    state, _ = _run_shared_counter(program)
     assert not any(state.read("ring"))
     own = program.load_method("forward")  # a state of its own, untouched by the shared one
     np.testing.assert_allclose(own.execute([np.ones(4, np.float32), np.array([0])])[0], [12.0] * 4)
@@ -302,18 +311,7 @@ def test_cuda_state_persists_is_shared_and_resets() -> None:
     """On the device: two methods sharing one state update one device copy; read() and reset()
     reach it."""
     pte = export(Counter(), (torch.ones(4), torch.tensor([0])), backend="cuda")
-    program = Runtime.get().load_program(pte)
-    state = program.new_state()
-    one, two = program.load_method("forward", state), program.load_method("forward", state)
-    model = Counter()
-    for step, method in enumerate([one, two, one, two, one]):
-        x, at = torch.arange(4.0) + step, torch.tensor([step % 3])
-        with torch.no_grad():
-            expected = model(x, at).numpy()
-        np.testing.assert_allclose(method.execute([x.numpy(), at.numpy()])[0], expected, rtol=1e-6)
-    assert np.frombuffer(state.read("ring"), np.float32).reshape(3, 4).tolist() == model.ring.tolist()
-    state.reset()
-    assert np.frombuffer(state.read("total"), np.float32).tolist() == [10.0] * 4
+    state, (one, two) = _run_shared_counter(Runtime.get().load_program(pte))
     np.testing.assert_allclose(one.execute([np.ones(4, np.float32), np.array([0])])[0], [12.0] * 4)
     with pytest.raises(ExecutorchError, match="index is out of range"):
         two.execute([np.ones(4, np.float32), np.array([3])])
