@@ -134,6 +134,10 @@ struct Delegate {
   DeviceBuffer conv_workspace;  // cuDNN's, shared by the convolutions (they run one after another)
   size_t conv_workspace_bytes = 0;
   ecuda::Stream own_stream;
+  // A caller on the legacy default stream (torch's unless it set one), where CUDA graphs cannot be
+  // captured: the work goes on own_stream, ordered after the caller's by `joined_in` and before
+  // the caller's next work by `joined_out`.
+  ecuda::Event joined_in, joined_out;
   // Every tensor's address is fixed at init, so after one eager run (which checks every op) the
   // kernels are captured once into a CUDA graph and replayed: one launch instead of one per op.
   Graph graph;
@@ -1828,6 +1832,9 @@ class CudaBackend final : public runtime::BackendInterface {
     write_permutes_in_place(d->ops, m);
     ET_TRY(
         ecuda::to_error(cudaStreamCreateWithFlags(out(d->own_stream), cudaStreamNonBlocking), "CudaBackend: stream"));
+    for (ecuda::Event* e : {&d->joined_in, &d->joined_out}) {
+      ET_TRY(ecuda::to_error(cudaEventCreateWithFlags(out(*e), cudaEventDisableTiming), "CudaBackend: event"));
+    }
     // Layouts first; an NHWC convolution cuDNN refuses keeps its output NCHW, and all is planned again.
     std::unordered_set<const EValue*> nchw;
     for (bool planned = false; !planned;) {
@@ -1882,9 +1889,15 @@ class CudaBackend final : public runtime::BackendInterface {
     const size_t n_in = m.num_inputs(), n_out = m.num_outputs();
     ET_CHECK_OR_RETURN(args.size() == n_in + n_out, Error::InvalidArgument, "%s: %zu arguments, expected %zu",
                        kCudaBackendName, args.size(), n_in + n_out);
-    // The caller's stream when it set one (StreamGuard), else the delegate's own.
+    // The caller's stream when it set one (StreamGuard), else the delegate's own; the legacy
+    // default stream is joined through events (Delegate::joined_in), so that the graph replays.
     const auto caller = ecuda::current_stream();
-    const cudaStream_t stream = caller ? *caller : d->own_stream.get();
+    const bool joins = caller && *caller == nullptr;
+    const cudaStream_t stream = caller && !joins ? *caller : d->own_stream.get();
+    if (joins) {
+      ET_TRY(ecuda::to_error(cudaEventRecord(d->joined_in.get(), nullptr), "CudaBackend: stream order"));
+      ET_TRY(ecuda::to_error(cudaStreamWaitEvent(stream, d->joined_in.get(), 0), "CudaBackend: stream order"));
+    }
     for (size_t i = 0; i < n_in; ++i) {
       ET_CHECK_OR_RETURN(args[i]->is_tensor() && m.input(i).is_tensor(), Error::InvalidArgument,
                          "%s: input %zu must be a tensor", kCudaBackendName, i);
@@ -1914,6 +1927,10 @@ class CudaBackend final : public runtime::BackendInterface {
       ET_TRY(ecuda::to_error(
           cudaMemcpyAsync(dst.mutable_data_ptr(), src.const_data_ptr(), src.nbytes(), cudaMemcpyDefault, stream),
           "CudaBackend: output copy"));
+    }
+    if (joins) {
+      ET_TRY(ecuda::to_error(cudaEventRecord(d->joined_out.get(), stream), "CudaBackend: stream order"));
+      ET_TRY(ecuda::to_error(cudaStreamWaitEvent(nullptr, d->joined_out.get(), 0), "CudaBackend: stream order"));
     }
     // Host outputs are read as soon as execute returns; device outputs follow the stream's order.
     // An index out of range is only known on the device: such delegates always wait, and report it.
