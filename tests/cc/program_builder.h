@@ -23,6 +23,7 @@ struct Options {
   uint64_t buffer_size = 256;      // planned buffer bytes
   const char* op = "aten::add";    // first operator
   const char* delegate = nullptr;  // add a delegate call to this backend
+  bool state = false;              // declare mutable buffers "cache" (24 bytes) and "count" (8)
   uint32_t version = rt::kProgramVersion;
 };
 
@@ -69,7 +70,12 @@ inline std::vector<uint8_t> build_program(const Options& o = {}) {
   std::vector<uint8_t> payload = {1, 2, 3};
   std::vector<flatbuffers::Offset<fb::BackendDelegateInlineData>> inline_data = {
       fb::CreateBackendDelegateInlineDataDirect(b, &payload)};
-  b.Finish(fb::CreateProgramDirect(b, o.version, &plans, &inline_data), fb::ProgramIdentifier());
+  std::vector<flatbuffers::Offset<fb::MutableBuffer>> buffers;
+  if (o.state) {
+    buffers = {fb::CreateMutableBufferDirect(b, "cache", 24), fb::CreateMutableBufferDirect(b, "count", 8)};
+  }
+  b.Finish(fb::CreateProgramDirect(b, o.version, &plans, &inline_data, nullptr, nullptr, o.state ? &buffers : nullptr),
+           fb::ProgramIdentifier());
 
   std::vector<uint8_t> file(rt::kProgramHeaderSize);
   const uint64_t program_size = b.GetSize();

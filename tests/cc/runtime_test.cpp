@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
@@ -15,6 +16,7 @@
 #include <executorch/runtime/executor/memory_limit.h>
 #include <executorch/runtime/executor/method.h>
 #include <executorch/runtime/executor/program.h>
+#include <executorch/runtime/executor/program_state.h>
 #include <executorch/runtime/kernel/kernel_registry.h>
 #include <executorch/schema/program_generated.h>
 #include <executorch/tests/cc/check.h>
@@ -38,9 +40,10 @@ class FakeBackend final : public rt::BackendInterface {
  public:
   explicit FakeBackend(bool available) : available_(available) {}
   bool is_available() const override { return available_; }
-  rt::Result<rt::DelegateHandle*> init(rt::BackendInitContext&, rt::Span<const uint8_t> processed,
+  rt::Result<rt::DelegateHandle*> init(rt::BackendInitContext& context, rt::Span<const uint8_t> processed,
                                        rt::Span<const rt::CompileSpec>) const override {
     payload_bytes = processed.size();
+    state = context.state;
     return static_cast<rt::DelegateHandle*>(&inits);
   }
   Error execute(rt::DelegateHandle*, rt::Span<rt::EValue*> args) const override {
@@ -50,6 +53,7 @@ class FakeBackend final : public rt::BackendInterface {
   }
   void destroy(rt::DelegateHandle*) const override { ++destroys; }
   mutable size_t payload_bytes = 0;
+  mutable rt::ProgramState* state = nullptr;  // what the last init was given
   mutable bool fail_execute = false;
   mutable int inits = 0, executes = 0, destroys = 0;
 
@@ -283,6 +287,77 @@ void test_delegate_lifecycle() {
   CHECK(fake->destroys == 1);
 }
 
+// A device copy kept in host memory, counting its transfers.
+class HostCopy final : public rt::ProgramState::DeviceCopy {
+ public:
+  explicit HostCopy(size_t bytes, uint8_t fill) : memory_(bytes, fill) {}
+  rt::Span<uint8_t> memory() override { return {memory_.data(), memory_.size()}; }
+  Error upload(rt::Span<const uint8_t> host) override {
+    ++uploads;
+    std::copy(host.begin(), host.end(), memory_.begin());
+    return Error::Ok;
+  }
+  Error download(rt::Span<uint8_t> host) override {
+    ++downloads;
+    std::copy(memory_.begin(), memory_.end(), host.begin());
+    return Error::Ok;
+  }
+  int uploads = 0, downloads = 0;
+
+ private:
+  std::vector<uint8_t> memory_;
+};
+
+void test_program_state_device_copies() {
+  auto p = load(build_program({.delegate = "FakeBackend", .state = true}));
+  CHECK(p.ok());
+  if (!p.ok()) return;
+  const rt::Program& program = *p.get();
+  CHECK(program.num_mutable_buffers() == 2 && program.mutable_buffer_size(0) == 24 &&
+        std::strcmp(program.mutable_buffer_name(1), "count") == 0);
+  auto created = rt::ProgramState::create(program);
+  CHECK(created.ok());
+  if (!created.ok()) return;
+  std::shared_ptr<rt::ProgramState> state = created.get();
+  CHECK(state->find("count").ok() && *state->find("count") == 1);
+  CHECK(state->find("missing").error() == Error::NotFound && message_contains("no buffer 'missing'"));
+
+  // A delegate's init sees the method's state, and keeps its copy of a buffer there.
+  auto* fake = static_cast<FakeBackend*>(rt::get_backend_class("FakeBackend"));
+  auto method = program.load_method("forward", nullptr, state);
+  CHECK(method.ok() && fake->state == state.get());
+  CHECK(state->set_device_copy(0, std::make_unique<HostCopy>(8, 0)) == Error::InvalidArgument);  // wrong size
+  auto owned = std::make_unique<HostCopy>(24, 0xff);
+  HostCopy* copy = owned.get();
+  CHECK(state->set_device_copy(0, std::move(owned)) == Error::Ok && state->device_copy(0) == copy);
+  CHECK(copy->uploads == 1 && copy->memory()[0] == 0);  // the buffer's contents, uploaded
+  CHECK(state->set_device_copy(0, std::make_unique<HostCopy>(24, 0)) == Error::InvalidArgument);
+  CHECK(state->device_copy(1) == nullptr);
+
+  // The copy is what methods update: read() fetches it, reset() overwrites it.
+  copy->memory()[5] = 42;
+  auto read = state->read(0);
+  CHECK(read.ok() && read->size() == 24 && (*read)[5] == 42 && copy->downloads == 1);
+  CHECK(state->reset() == Error::Ok && copy->uploads == 2 && copy->memory()[5] == 0);
+
+  // A state over the caller's memory (a payload run on device copies): sizes must fit.
+  std::vector<uint8_t> cache(24), count(8);
+  std::vector<rt::Span<uint8_t>> spans = {{cache.data(), cache.size()}, {count.data(), count.size()}};
+  CHECK(rt::ProgramState::over(program, {spans.data(), 1}).error() == Error::InvalidArgument);
+  spans[1] = {count.data(), 4};
+  CHECK(rt::ProgramState::over(program, {spans.data(), 2}).error() == Error::InvalidArgument &&
+        message_contains("('count'): 8 bytes declared, 4 given"));
+  spans[1] = {count.data(), 8};
+  auto over = rt::ProgramState::over(program, {spans.data(), 2});
+  CHECK(over.ok());
+  if (!over.ok()) return;
+  CHECK((*over)->buffer(0).data() == cache.data() && (*over)->belongs_to(program));
+  cache[3] = 7;
+  CHECK((*over)->reset() == Error::Ok && cache[3] == 7);  // the caller's memory is left alone
+  CHECK((*over)->read(0).error() == Error::InvalidArgument);
+  CHECK((*over)->set_device_copy(0, std::make_unique<HostCopy>(24, 0)) == Error::InvalidArgument);
+}
+
 void test_error_chain() {
   // Each layer says where the failure passed, once, before what the innermost one said.
   (void)ET_ERROR(Error::Internal, "device lost");
@@ -356,6 +431,7 @@ int main() {
   test_unplanned_input_must_be_set();
   test_hostile_programs();
   test_delegate_lifecycle();
+  test_program_state_device_copies();
   test_error_chain();
   test_thread_pool();
   return executorch::testing::finish("runtime_test");
