@@ -1,9 +1,10 @@
 """Generation with a key/value cache (executorch.llm) and the program state under it, on the CPU.
 
-Small random-weight configs of Llama, Qwen2, Gemma and GPT-2 (initializer_range 0.3, so greedy
-decoding does not settle on one repeated token): export_llm's program generates 32 tokens greedily,
-token for token what transformers' generate(do_sample=False) gives, from a prompt longer than the
-prefill chunk (two chunks, the second overlapping the first) and from one shorter (padded).
+Small random-weight configs of Llama, Qwen2, Gemma, Mistral, Phi, Phi-3 and GPT-2 (initializer_range
+0.3, so greedy decoding does not settle on one repeated token): export_llm's program generates 32
+tokens greedily, token for token what transformers' generate(do_sample=False) gives, from a prompt
+longer than the prefill chunk (two chunks, the second overlapping the first) and from one shorter
+(padded). Tests marked needs_gpu run the same on a CUDA device (tools/gpu: pytest -k cuda).
 """
 
 from __future__ import annotations
@@ -35,6 +36,9 @@ FAMILIES = {
     "llama": ("LlamaConfig", "LlamaForCausalLM", dict(num_key_value_heads=2, **_SMALL)),
     "qwen2": ("Qwen2Config", "Qwen2ForCausalLM", dict(num_key_value_heads=2, **_SMALL)),
     "gemma": ("GemmaConfig", "GemmaForCausalLM", dict(num_key_value_heads=2, head_dim=16, **_SMALL)),
+    "mistral": ("MistralConfig", "MistralForCausalLM", dict(num_key_value_heads=2, **_SMALL)),
+    "phi": ("PhiConfig", "PhiForCausalLM", dict(num_key_value_heads=2, **_SMALL)),
+    "phi3": ("Phi3Config", "Phi3ForCausalLM", dict(num_key_value_heads=2, pad_token_id=0, **_SMALL)),
     "gpt2": ("GPT2Config", "GPT2LMHeadModel", dict(n_embd=64, n_layer=2, n_head=4, n_positions=128, vocab_size=512,
                                                    initializer_range=0.3)),
 }
