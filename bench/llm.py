@@ -3,7 +3,7 @@
     python bench/llm.py [--hidden 512] [--layers 8] [--heads 8] [--kv-heads 4] [--vocab 32000]
                         [--context 512] [--prompt 128] [--new 64] [--chunk 32]
                         [--dtypes float32,bfloat16,int8_weight_only,int4]
-                        [--threads N] [--repeat 3] [--device cpu|cuda] [--bandwidth 4.3e12]
+                        [--threads N] [--repeat 3] [--device cpu|cuda] [--bandwidth BYTES_PER_S]
 
 A random-weight Llama of that shape (LlamaForCausalLM; --hidden 2048 --layers 16 --heads 32 --kv-heads 8
 --context 2048 is the 1B-class one). For each dtype: the program from export_llm (max_seq_len =
@@ -17,12 +17,13 @@ dynamic-cache run. Ratios are ours / theirs (for decode, theirs / ours: below 1 
 same quantized layers (their torch reference, which expands the weights at every call).
 
 --device cuda: ours is export_llm(backend="cuda") (the cache in device memory, each step one CUDA
-graph replay; logits come back to the host for the choice), theirs runs on the same GPU, and a third
+graph replay; the next token is chosen on the device), theirs runs on the same GPU, and a third
 peer is transformers with its static cache and the decode step under torch.compile(mode=
 "reduce-overhead"), as its generate does by itself on a GPU (compiled before timing).
 Decode is also given as a fraction of the memory-bandwidth bound: the weights (all but the
 embedding table) and the cache up to the current position read once per token, at --bandwidth
-bytes/s (4.3e12: an H200's HBM3e; an H100's is 3.35e12).
+bytes/s; by default what a device-to-device copy moved on these machines: 4.3e12 on an H200,
+3.0e12 on an H100.
 """
 
 from __future__ import annotations
@@ -101,7 +102,7 @@ def main() -> int:
         parser.add_argument(flag, type=int, default=default)
     parser.add_argument("--dtypes", default="float32,bfloat16,int8_weight_only,int4")
     parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
-    parser.add_argument("--bandwidth", type=float, default=4.3e12)
+    parser.add_argument("--bandwidth", type=float, default=None)
     args = parser.parse_args()
     if args.device == "cuda":
         return on_gpu(args)
@@ -154,6 +155,8 @@ def bound_tokens_per_second(model: torch.nn.Module, args: argparse.Namespace) ->
 
 
 def on_gpu(args: argparse.Namespace) -> int:
+    if args.bandwidth is None:  # what a device-to-device copy measured on these cards
+        args.bandwidth = 3.0e12 if "H100" in torch.cuda.get_device_name() else 4.3e12
     prompt = torch.randint(0, args.vocab, (args.prompt,), generator=torch.Generator().manual_seed(1)).tolist()
     print(f"{torch.cuda.get_device_name()}: Llama hidden {args.hidden}, {args.layers} layers, {args.heads} heads "
           f"({args.kv_heads} kv), vocab {args.vocab}, context {args.context}; prompt {args.prompt}, {args.new} new "
