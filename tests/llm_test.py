@@ -28,6 +28,7 @@ from executorch.llm import TextGenerator, export_llm  # noqa: E402
 from executorch.runtime import ExecutorchError, Runtime  # noqa: E402
 from executorch.serialization.pte import deserialize, serialize  # noqa: E402
 from tests.models.real import import_torchvision  # noqa: E402
+from tests.models.zoo import Counter  # noqa: E402
 
 MAX_LEN, CHUNK, NEW = 64, 8, 32
 _SMALL = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4, vocab_size=512,
@@ -163,21 +164,6 @@ def test_generate_refuses_bad_prompts() -> None:
         TextGenerator(Runtime.get().load_program(export(torch.nn.Linear(2, 2), (torch.ones(1, 2),))))
     with pytest.raises(ExportError, match="prefill_chunk"):
         export_llm(_model("llama"), max_seq_len=16, prefill_chunk=32)
-
-
-class Counter(torch.nn.Module):
-    """State in its plainest form: a running sum (updated with copy_) and a ring of the last inputs
-    (updated with index_put at a position input), both buffers."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.register_buffer("total", torch.full((4,), 10.0))
-        self.register_buffer("ring", torch.zeros(3, 4))
-
-    def forward(self, x: torch.Tensor, at: torch.Tensor) -> torch.Tensor:
-        self.total.add_(x)
-        self.ring.index_put_((at,), x.unsqueeze(0))
-        return self.total * 1.0 + self.ring.sum(0)
 
 
 def _run_shared_counter(program: Any) -> tuple[Any, tuple[Any, Any]]:

@@ -46,7 +46,7 @@ def programs() -> dict[str, bytes]:
         print("make_corpus: torch is not installed; only the hand-written program is used", file=sys.stderr)
         return out
     from executorch.export import export
-    from tests.models.zoo import MODELS, partly_delegated
+    from tests.models.zoo import MODELS, counter, partly_delegated
 
     for name, make in sorted(MODELS.items()):
         model, example = make()
@@ -59,6 +59,10 @@ def programs() -> dict[str, bytes]:
     # Two delegate calls (two payload segments) and a CPU kernel between them.
     model, example = partly_delegated()
     out["partly_delegated_cuda"] = export(model, example, backend="cuda")
+    # Program state (mutable buffers): kept by the CPU, or on the device by the payload's names.
+    model, example = counter()
+    out["counter"] = export(model, example)
+    out["counter_cuda"] = export(model, example, backend="cuda")
     return out
 
 

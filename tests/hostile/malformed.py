@@ -337,13 +337,28 @@ _delegate_edit("delegate_payload_empty", lambda s: _set_payload(s, b""))
 _delegate_edit("delegate_payload_garbage",
                lambda s: _set_payload(s, random.Random(7).randbytes(len(_payload_of(s)))))
 
+def _state_edit(name: str, edit: Callable[[ProgramSpec], None]) -> None:
+    """A lie about the program state (its mutable buffers), where the program has any."""
+    def mutate(spec: ProgramSpec) -> bool:
+        if not spec.mutable_buffers:
+            return False
+        edit(spec)
+        return True
+    PROGRAM_MUTATIONS[name] = mutate
+
+
+_state_edit("state_buffer_missing", lambda s: s.mutable_buffers.pop())
+_state_edit("state_buffer_shrunk", lambda s: setattr(s.mutable_buffers[0], "size", 4))
+_state_edit("state_buffer_exabytes", lambda s: setattr(s.mutable_buffers[-1], "size", 1 << 60))
+_state_edit("state_initial_data_past_segment", lambda s: setattr(s.mutable_buffers[0], "data_offset", 1 << 40))
+
 # A delegate payload is a program too: these lies are also told inside the first payload.
 PAYLOAD_MUTATIONS = ("input_index_past_end", "duplicate_input", "output_index_past_end", "output_shape_lies",
                      "scalar_argument_is_a_string", "unknown_operator", "kernel_arg_past_end", "kernel_args_missing",
                      "op_index_past_end", "mem_offset_past_buffer", "planned_buffer_too_small",
                      "planned_buffer_exabytes", "data_offset_past_segment", "constant_larger_than_its_bytes",
                      "size_overflows", "seventeen_dims", "dtype_unknown", "dtype_bytes_disagree",
-                     "attention_dropout", "attention_query_is_none")
+                     "attention_dropout", "attention_query_is_none", "state_buffer_shrunk", "state_buffer_missing")
 
 
 def _payload_lie(inner: Mutation) -> Mutation:
@@ -360,6 +375,18 @@ def _payload_lie(inner: Mutation) -> Mutation:
 
 for _name in PAYLOAD_MUTATIONS:
     PROGRAM_MUTATIONS["payload_" + _name] = _payload_lie(PROGRAM_MUTATIONS[_name])
+
+
+@mutation("delegate_state_buffer_unknown")
+@_payload_lie
+def _payload_names_unknown_buffer(spec: ProgramSpec) -> bool:
+    """The payload updates a buffer the program does not declare. Harmless in the payload as a
+    program of its own (names only matter where CudaBackend looks its buffers up in the method's
+    state), so this is a lie of the delegate call, not of the payload."""
+    if not spec.mutable_buffers:
+        return False
+    spec.mutable_buffers[0].name = "no_such_buffer"
+    return True
 
 
 def _program_cases(spec: ProgramSpec) -> Iterator[Case]:

@@ -86,6 +86,25 @@ class PartlyDelegated(nn.Module):
         return self.b(torch.atan(torch.relu(self.a(x))))
 
 
+class Counter(nn.Module):
+    """State in its plainest form: a running sum (updated with copy_) and a ring of the last inputs
+    (updated with index_put at a position input), both buffers: the program's mutable buffers."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.register_buffer("total", torch.full((4,), 10.0))
+        self.register_buffer("ring", torch.zeros(3, 4))
+
+    def forward(self, x: torch.Tensor, at: torch.Tensor) -> torch.Tensor:
+        self.total.add_(x)
+        self.ring.index_put_((at,), x.unsqueeze(0))
+        return self.total * 1.0 + self.ring.sum(0)
+
+
+def counter() -> tuple[nn.Module, tuple]:
+    return Counter(), (torch.ones(4), torch.tensor([0]))
+
+
 def partly_delegated(batch: int = 1) -> tuple[nn.Module, tuple]:
     torch.manual_seed(4)
     return PartlyDelegated().eval(), (torch.randn(batch, 32),)
