@@ -34,6 +34,10 @@ def test_symcheck_names_every_definer_of_the_registry(tmp_path: Path, capsys) ->
     shims = "executorch/backends/cuda/libaoti_cuda_shims.so"
     assert wheel.definers("aoti_torch_create_tensor_from_blob_v2") == sorted([ext, DELEGATE, shims])
     assert findings["CUDA shims"].status == "FAIL"
+    # pthreadpool: the pool's library and, through the pool's sources, the extension.
+    pool = "executorch/lib/libexecutorch_threadpool.so.1"
+    assert wheel.definers("pthreadpool_create") == sorted([ext, pool])
+    assert findings["thread pool"].status == "FAIL"
     assert re.search(rf"FAIL\s+CUDA shims\s+owner {shims}; defined by: {re.escape(', '.join(sorted([ext, DELEGATE, shims])))}", out), out
 
 

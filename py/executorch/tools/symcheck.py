@@ -171,6 +171,9 @@ EXECUTORCH_COMPONENTS = (
         (
             "_ZN10executorch9extension10threadpool12parallel_for",
             "_ZN10executorch9extension10threadpool12_GLOBAL__N_14poolEv",
+            # pthreadpool and cpuinfo, which XNNPACK shares: one copy, in the pool's library.
+            "pthreadpool_create",
+            "cpuinfo_initialize",
         ),
     ),
     Component(
