@@ -1,7 +1,6 @@
 #include <executorch/extension/threadpool/threadpool.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cstdlib>
 #include <mutex>
 #include <thread>
@@ -31,22 +30,28 @@ class Pool {
  public:
   Pool() { resize(default_threads()); }
 
-  size_t threads() { return pthreadpool_get_threads_count(pool_.load(std::memory_order_acquire)); }
+  size_t threads() {
+    std::lock_guard<std::mutex> lock(submit_);  // not while resize() replaces the pool
+    return pthreadpool_get_threads_count(pool_);
+  }
 
   void resize(size_t threads) {
     std::lock_guard<std::mutex> lock(submit_);
-    pthreadpool_t old = pool_.exchange(pthreadpool_create(std::max<size_t>(threads, 1)));
-    if (old != nullptr) pthreadpool_destroy(old);
+    if (pool_ != nullptr) pthreadpool_destroy(pool_);
+    pool_ = pthreadpool_create(std::max<size_t>(threads, 1));
   }
 
-  pthreadpool_t get() { return pool_.load(std::memory_order_acquire); }
+  pthreadpool_t get() {
+    std::lock_guard<std::mutex> lock(submit_);
+    return pool_;
+  }
 
   void run(int64_t begin, int64_t end, int64_t grain, const std::function<void(int64_t, int64_t)>& fn) {
     std::lock_guard<std::mutex> lock(submit_);
     const int64_t n = end - begin;
-    const int64_t max_chunks = static_cast<int64_t>(threads()) * 4;
+    const int64_t max_chunks = static_cast<int64_t>(pthreadpool_get_threads_count(pool_)) * 4;
     Job job{&fn, begin, end, std::max(grain, (n + max_chunks - 1) / max_chunks)};
-    pthreadpool_parallelize_1d(get(), &Pool::chunk, &job, static_cast<size_t>((n + job.chunk - 1) / job.chunk), 0);
+    pthreadpool_parallelize_1d(pool_, &Pool::chunk, &job, static_cast<size_t>((n + job.chunk - 1) / job.chunk), 0);
   }
 
  private:
@@ -65,7 +70,7 @@ class Pool {
   }
 
   std::mutex submit_;  // one job (or resize) at a time
-  std::atomic<pthreadpool_t> pool_{nullptr};
+  pthreadpool_t pool_ = nullptr;
 };
 
 Pool& pool() {
