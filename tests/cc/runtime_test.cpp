@@ -21,6 +21,7 @@
 #include <executorch/schema/program_generated.h>
 #include <executorch/tests/cc/check.h>
 #include <executorch/tests/cc/program_builder.h>
+#include <pthreadpool.h>
 
 namespace rt = executorch::runtime;
 namespace fb = executorch_flatbuffer;
@@ -415,6 +416,17 @@ void test_thread_pool() {
   const void* identity = tp::pool_identity();
   tp::set_num_threads(2);
   CHECK(tp::get_num_threads() == 2 && tp::pool_identity() == identity);
+  // The pthreadpool under it, as a library that takes one (XNNPACK) sees it: the same size, and
+  // work handed to it runs on the pool's threads and the caller.
+  auto* native = static_cast<pthreadpool_t>(tp::pthreadpool_handle());
+  CHECK(native != nullptr && pthreadpool_get_threads_count(native) == 2);
+  std::vector<std::atomic<int>> items(1000);
+  pthreadpool_parallelize_1d(
+      native, [](void* context, size_t i) { (*static_cast<std::vector<std::atomic<int>>*>(context))[i]++; }, &items,
+      items.size(), 0);
+  once = true;
+  for (auto& h : items) once &= h.load() == 1;
+  CHECK(once);
   tp::set_num_threads(0);
 }
 
