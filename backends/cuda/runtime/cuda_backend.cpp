@@ -489,8 +489,6 @@ Error run_cudnn_conv(const Op& op, const Epilogue<T>& epilogue, cudaStream_t str
   return Error::Ok;
 }
 
-// Runs one op on `stream`. Argument layout follows the ATen schema, outputs last (as the CPU kernels);
-// plan_op checked kinds, dtypes and shapes at init, and they never change.
 // The kernels' view of indexing `x` with `items` (payload.cpp checked them: leading Nones, then
 // index tensors), whose result has the shape of `indexed`.
 Error index_gather(const Tensor& x, Span<EValue* const> items, const Tensor& indexed, const char* name,
@@ -517,6 +515,8 @@ Error index_gather(const Tensor& x, Span<EValue* const> items, const Tensor& ind
   return Error::Ok;
 }
 
+// Runs one op on `stream`. Argument layout follows the ATen schema, outputs last (as the CPU kernels);
+// plan_op checked kinds, dtypes and shapes at init, and they never change.
 template <typename T>
 Error run_typed(const Op& op, void* index_error, cudaStream_t stream) {
   const auto& a = op.args;
