@@ -489,28 +489,25 @@ Error run_cudnn_conv(const Op& op, const Epilogue<T>& epilogue, cudaStream_t str
   return Error::Ok;
 }
 
-// The kernels' view of indexing `x` with `items` (payload.cpp checked them: leading Nones, then
-// index tensors), whose result has the shape of `indexed`.
-Error index_gather(const Tensor& x, Span<EValue* const> items, const Tensor& indexed, const char* name,
-                   IndexGather* g) {
-  int lead = 0;
-  while (items[lead]->is_none()) ++lead;
-  g->count = 0;
-  while (lead + g->count < static_cast<int>(items.size()) && !items[lead + g->count]->is_none()) ++g->count;
-  g->index_dim = indexed.dim() - (x.dim() - g->count);
+// The kernels' view of indexing `x` with `items` (leading Nones, then index tensors: indexing()).
+Error index_gather(const Tensor& x, Span<EValue* const> items, const char* name, IndexGather* g) {
+  Indexing ix;
+  ET_TRY(indexing(items, x.dim(), name, &ix));
+  g->count = ix.count;
+  g->index_dim = ix.rank;
   g->inner = 1;
-  for (int d = lead + g->count; d < x.dim(); ++d) g->inner *= x.size(d);
+  for (int d = ix.lead + ix.count; d < x.dim(); ++d) g->inner *= x.size(d);
   g->block = g->inner;
-  for (int d = 0; d < g->index_dim; ++d) g->index_sizes[d] = indexed.size(lead + d), g->block *= g->index_sizes[d];
-  g->outer_stride = lead > 0 ? x.strides()[lead - 1] : 0;
-  for (int k = 0; k < g->count; ++k) {
-    const Tensor& t = items[lead + k]->to_tensor();
+  for (int d = 0; d < ix.rank; ++d) g->index_sizes[d] = ix.shape[d], g->block *= ix.shape[d];
+  g->outer_stride = ix.lead > 0 ? x.strides()[ix.lead - 1] : 0;
+  for (int k = 0; k < ix.count; ++k) {
+    const Tensor& t = items[ix.lead + k]->to_tensor();
     g->index[k] = t.const_data_ptr();
     g->int32[k] = t.scalar_type() == runtime::ScalarType::Int;
     ET_CHECK_OR_RETURN(broadcast_strides(t, g->index_dim, g->index_sizes, g->index_strides[k]), Error::InvalidArgument,
                        "%s: %s index %d does not broadcast", kCudaBackendName, name, k);
-    g->self_sizes[k] = x.size(lead + k);
-    g->self_strides[k] = x.strides()[lead + k];
+    g->self_sizes[k] = x.size(ix.lead + k);
+    g->self_strides[k] = x.strides()[ix.lead + k];
   }
   return Error::Ok;
 }
@@ -863,7 +860,7 @@ Error run_typed(const Op& op, void* index_error, cudaStream_t stream) {
     case OpKind::Index: {
       const Tensor &x = a[0]->to_tensor(), &o = a[2]->to_tensor();
       IndexGather g{};
-      ET_TRY(index_gather(x, a[1]->to_tensor_list(), o, name, &g));
+      ET_TRY(index_gather(x, a[1]->to_tensor_list(), name, &g));
       status = launch_index(x.const_data_ptr(), o.mutable_data_ptr(), g, o.numel(), static_cast<int>(x.element_size()),
                             static_cast<int*>(index_error), stream);
       break;
@@ -871,7 +868,7 @@ Error run_typed(const Op& op, void* index_error, cudaStream_t stream) {
     case OpKind::IndexPut: {
       const Tensor &x = a[0]->to_tensor(), &values = a[2]->to_tensor(), &o = a[4]->to_tensor();
       IndexGather g{};
-      ET_TRY(index_gather(x, a[1]->to_tensor_list(), values, name, &g));
+      ET_TRY(index_gather(x, a[1]->to_tensor_list(), name, &g));
       if (o.const_data_ptr() != x.const_data_ptr()) {  // in place where out is self (program state)
         status =
             cudaMemcpyAsync(o.mutable_data_ptr(), x.const_data_ptr(), x.nbytes(), cudaMemcpyDeviceToDevice, stream);
@@ -1028,15 +1025,15 @@ Error run_profiled(Delegate& d, cudaStream_t stream) {
   return failed;
 }
 
-// Runs the delegate's ops on `stream`: eagerly on the first call (and on streams that cannot be
-// captured: the legacy default stream, or one the caller is already capturing, into which the
-// kernels then go), from the graph afterwards.
+// Runs the delegate's ops on `stream`: eagerly on the first call (and on a stream the caller is
+// already capturing, into which the kernels then go), from the graph afterwards. `stream` is never
+// the legacy default stream, which cannot be captured: execute joins that one through events.
 Error run_ops(Delegate& d, cudaStream_t stream) {
   static const bool profile = std::getenv("EXECUTORCH_PROFILE") != nullptr;
   if (profile) return run_profiled(d, stream);
   cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
   ET_TRY(ecuda::to_error(cudaStreamIsCapturing(stream, &capturing), "CudaBackend: stream state"));
-  const bool capturable = graphs_enabled() && stream != nullptr && capturing == cudaStreamCaptureStatusNone;
+  const bool capturable = graphs_enabled() && capturing == cudaStreamCaptureStatusNone;
   if (!capturable || d.runs++ == 0) {
     for (const Op& op : d.ops) {
       if (!op.skipped) ET_TRY(run(op, d.index_error.get(), stream));

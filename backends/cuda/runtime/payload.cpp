@@ -384,47 +384,6 @@ Error plan_index_select(Span<EValue*> a, const char* op, OpPlan* plan) {
   return Error::Ok;
 }
 
-// index.Tensor(self, indices, out): integer index tensors (int64 or int32, checked on the device as
-// embedding's) for the leading dimensions of self, broadcast together; no None between them (the
-// indexed dimensions would move).
-// How `items` index a `dims`-D tensor: `lead` leading Nones (whole dimensions, x[:, :, i]), then
-// `count` int64 or int32 tensors broadcast together to `rank` sizes in `shape`, then only Nones.
-struct Indexing {
-  int lead = 0, count = 0, rank = 0;
-  int64_t shape[kMaxOpDims];
-};
-
-Error indexing(Span<EValue* const> items, int dims, const char* op, Indexing* ix) {
-  PAYLOAD_CHECK(static_cast<int>(items.size()) <= dims, "%s %s: %zu indices for a %d-D tensor", kCudaBackendName, op,
-                items.size(), dims);
-  const auto none = [&](size_t k) { return items[k] == nullptr || items[k]->is_none(); };
-  size_t k = 0;
-  while (k < items.size() && none(k)) ++k;
-  ix->lead = static_cast<int>(k);
-  for (; k < items.size() && !none(k); ++k) {
-    PAYLOAD_CHECK(items[k]->is_tensor() && (items[k]->to_tensor().scalar_type() == runtime::ScalarType::Long ||
-                                            items[k]->to_tensor().scalar_type() == runtime::ScalarType::Int),
-                  "%s %s: index %zu must be an int64 or int32 tensor (masks are not run)", kCudaBackendName, op, k);
-    ix->rank = std::max(ix->rank, items[k]->to_tensor().dim());
-  }
-  ix->count = static_cast<int>(k) - ix->lead;
-  PAYLOAD_CHECK(ix->count > 0, "%s %s: no index tensor", kCudaBackendName, op);
-  for (; k < items.size(); ++k) {
-    PAYLOAD_CHECK(none(k), "%s %s: index tensors apart from one another are not run", kCudaBackendName, op);
-  }
-  std::fill(ix->shape, ix->shape + kMaxOpDims, 1);
-  for (int j = ix->lead; j < ix->lead + ix->count; ++j) {
-    const Tensor& t = items[j]->to_tensor();
-    for (int d = 0; d < t.dim(); ++d) {
-      int64_t& s = ix->shape[ix->rank - t.dim() + d];
-      PAYLOAD_CHECK(s == 1 || t.size(d) == 1 || t.size(d) == s, "%s %s: index shapes do not broadcast",
-                    kCudaBackendName, op);
-      if (t.size(d) != 1) s = t.size(d);
-    }
-  }
-  return Error::Ok;
-}
-
 // Whether `t` has the shape of indexing `x` as `ix` says: x's leading dimensions, the index shape,
 // then x's dimensions after the indexed ones.
 bool indexed_shape(const Tensor& t, const Tensor& x, const Indexing& ix) {
@@ -438,6 +397,9 @@ bool indexed_shape(const Tensor& t, const Tensor& x, const Indexing& ix) {
   return true;
 }
 
+// index.Tensor(self, indices, out): integer index tensors (int64 or int32, checked on the device as
+// embedding's) broadcast together, after leading Nones; no None between them (the indexed
+// dimensions would move).
 Error plan_index(Span<EValue*> a, const char* op) {
   PAYLOAD_CHECK(a.size() == 3 && a[1]->is_tensor_list() && same_type_tensors(a[0], a[2]), "%s %s: arguments",
                 kCudaBackendName, op);
@@ -890,6 +852,37 @@ Error plan_attention(Span<EValue*> a, const char* op, OpPlan* plan) {
 }
 
 }  // namespace
+
+Error indexing(Span<EValue* const> items, int dims, const char* op, Indexing* ix) {
+  PAYLOAD_CHECK(static_cast<int>(items.size()) <= dims, "%s %s: %zu indices for a %d-D tensor", kCudaBackendName, op,
+                items.size(), dims);
+  const auto none = [&](size_t k) { return items[k] == nullptr || items[k]->is_none(); };
+  size_t k = 0;
+  while (k < items.size() && none(k)) ++k;
+  ix->lead = static_cast<int>(k);
+  for (; k < items.size() && !none(k); ++k) {
+    PAYLOAD_CHECK(items[k]->is_tensor() && (items[k]->to_tensor().scalar_type() == runtime::ScalarType::Long ||
+                                            items[k]->to_tensor().scalar_type() == runtime::ScalarType::Int),
+                  "%s %s: index %zu must be an int64 or int32 tensor (masks are not run)", kCudaBackendName, op, k);
+    ix->rank = std::max(ix->rank, items[k]->to_tensor().dim());
+  }
+  ix->count = static_cast<int>(k) - ix->lead;
+  PAYLOAD_CHECK(ix->count > 0, "%s %s: no index tensor", kCudaBackendName, op);
+  for (; k < items.size(); ++k) {
+    PAYLOAD_CHECK(none(k), "%s %s: index tensors apart from one another are not run", kCudaBackendName, op);
+  }
+  std::fill(ix->shape, ix->shape + kMaxOpDims, 1);
+  for (int j = ix->lead; j < ix->lead + ix->count; ++j) {
+    const Tensor& t = items[j]->to_tensor();
+    for (int d = 0; d < t.dim(); ++d) {
+      int64_t& s = ix->shape[ix->rank - t.dim() + d];
+      PAYLOAD_CHECK(s == 1 || t.size(d) == 1 || t.size(d) == s, "%s %s: index shapes do not broadcast",
+                    kCudaBackendName, op);
+      if (t.size(d) != 1) s = t.size(d);
+    }
+  }
+  return Error::Ok;
+}
 
 bool element_type_of(runtime::ScalarType t, ElementType* out) {
   switch (t) {

@@ -102,6 +102,15 @@ struct OpPlan {
   float scalars[2] = {};
 };
 
+// How index.Tensor's and index_put's index list indexes a `dims`-D tensor: `lead` leading Nones
+// (whole dimensions, x[:, :, i]), then `count` int64 or int32 tensors broadcast together to `rank`
+// sizes in `shape`, then only Nones. indexing() fills it, or refuses another list.
+struct Indexing {
+  int lead = 0, count = 0, rank = 0;
+  int64_t shape[kMaxOpDims];
+};
+runtime::Error indexing(Span<EValue* const> items, int dims, const char* op, Indexing* ix);
+
 // The kernels' code for a tensor element type _to_copy converts; false for the others.
 bool element_type_of(runtime::ScalarType t, ElementType* out);
 
