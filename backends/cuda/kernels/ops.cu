@@ -359,15 +359,23 @@ __global__ void cast_kernel(const void* __restrict__ x, ElementType x_type, void
                   from_integer ? 0.f : load_float(x, x_type, i));
 }
 
-struct LogicBody {
+// out = test(a, b) over two operands of type T, each broadcast: a bool out of an elementwise pass.
+template <typename T, typename Test>
+struct PredicateBody {
   using Value = bool;
-  Logic op;
-  const bool* a;
-  const bool* b;
+  Test test;
+  const T* a;
+  const T* b;
   bool* out;
   template <typename Index>
   __device__ bool load(const Index* off) const {
-    const bool x = a[off[0]], y = b[off[1]];
+    return test(a[off[0]], b[off[1]]);
+  }
+};
+
+struct LogicTest {
+  Logic op;
+  __device__ bool operator()(bool x, bool y) const {
     return op == Logic::And ? x && y : op == Logic::Or ? x || y : x != y;
   }
 };
@@ -1032,16 +1040,11 @@ __device__ T comparable(T v) {
 __device__ float comparable(__half v) { return ld(v); }
 __device__ float comparable(__nv_bfloat16 v) { return ld(v); }
 
-template <typename T>
-struct CompareBody {
-  using Value = bool;
+struct CompareTest {
   Compare op;
-  const T* a;
-  const T* b;
-  bool* out;
-  template <typename Index>
-  __device__ bool load(const Index* off) const {
-    return holds(op, ordering(comparable(a[off[0]]), comparable(b[off[1]])));
+  template <typename T>
+  __device__ bool operator()(T x, T y) const {
+    return holds(op, ordering(comparable(x), comparable(y)));
   }
 };
 
@@ -1280,7 +1283,7 @@ cudaError_t launch_compare_tensors(Compare op, const void* a, const void* b, Ele
   const int64_t* strides[] = {shape.a_strides, shape.b_strides};
   auto launch = [&](auto element) {
     using T = decltype(element);
-    const CompareBody<T> body{op, static_cast<const T*>(a), static_cast<const T*>(b), out};
+    const PredicateBody<T, CompareTest> body{{op}, static_cast<const T*>(a), static_cast<const T*>(b), out};
     return launch_elementwise<2>(shape.dim, shape.out_sizes, strides, n, body, stream);
   };
   switch (type) {
@@ -1297,7 +1300,8 @@ cudaError_t launch_compare_tensors(Compare op, const void* a, const void* b, Ele
 cudaError_t launch_logic(Logic op, const bool* a, const bool* b, bool* out, int64_t n, const Broadcast& shape,
                          cudaStream_t stream) {
   const int64_t* strides[] = {shape.a_strides, shape.b_strides};
-  return launch_elementwise<2>(shape.dim, shape.out_sizes, strides, n, LogicBody{op, a, b, out}, stream);
+  return launch_elementwise<2>(shape.dim, shape.out_sizes, strides, n, PredicateBody<bool, LogicTest>{{op}, a, b, out},
+                               stream);
 }
 
 cudaError_t launch_index(const void* self, void* out, const IndexGather& g, int64_t n, int element_size, int* bad,
