@@ -97,7 +97,8 @@ def check_device_tensors() -> None:
 def check_attention() -> None:
     """scaled_dot_product_attention alone, q, k, v (and a mask) as inputs: head sizes that run on
     tensor cores (multiples of 16) and one that does not, partial tiles of queries and keys,
-    causal, bool and additive masks; against torch in float32 on the same rounded inputs."""
+    causal, bool and additive masks, keys split across blocks; against torch in float32 on the
+    same rounded inputs."""
 
     class Sdpa(torch.nn.Module):
         def __init__(self, causal: bool) -> None:
@@ -114,7 +115,11 @@ def check_attention() -> None:
         (1, 2, 67, 67, 64, False, "bool"), (2, 2, 80, 50, 64, False, "additive"), (32, 12, 197, 197, 64, False, None),
         # the scalar kernel: few queries, or a head size that is no multiple of 16
         (2, 4, 9, 9, 16, False, None), (1, 2, 5, 67, 64, False, "bool"), (2, 2, 33, 33, 64, False, "additive"),
-        (2, 2, 70, 70, 40, False, None)]
+        (2, 2, 70, 70, 40, False, None),
+        # split keys (few query rows, 256 keys or more): a decoder's step over its cache, a partial
+        # last split, causal rows whose later splits hold no key, a head size no multiple of 32
+        (1, 8, 1, 2048, 64, False, "bool"), (1, 4, 1, 300, 128, False, None), (2, 2, 3, 1000, 64, True, None),
+        (1, 2, 2, 513, 40, False, "additive")]
     for b, h, lq, lk, d, causal, mask_kind in cases:
         q, k, v = torch.randn(b, h, lq, d), torch.randn(b, h, lk, d), torch.randn(b, h, lk, d)
         inputs = [q, k, v]

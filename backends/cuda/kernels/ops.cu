@@ -4,6 +4,7 @@
 
 #include <mma.h>
 
+#include <algorithm>
 #include <type_traits>
 
 namespace executorch {
@@ -550,6 +551,112 @@ __global__ void attention_kernel(const T* __restrict__ q, const T* __restrict__ 
     if (e < v_dim) {
       out[b * s.out_strides[0] + h * s.out_strides[1] + i * s.out_strides[2] + e] = st<T>(l > 0.f ? acc[t] / l : 0.f);
     }
+  }
+}
+
+// Split-key attention: a block takes keys [split * chunk, (split + 1) * chunk) of one query row,
+// a warp every kSplitWarps-th key of them: the warp's lanes hold the row's query and one key's
+// elements, the dot product is a warp sum, and each warp keeps its own online softmax. The block's
+// warps are merged in shared memory into one partial (maximum, sum, weighted values) per split,
+// which attention_combine_kernel merges across splits.
+constexpr int kSplitWarps = 4;
+constexpr int64_t kSplitMinKeys = 128;  // keys a split takes at least
+constexpr int kSplitMaxSplits = 64;
+constexpr int64_t kSplitTargetBlocks = 512;  // a few blocks per SM
+
+int attention_splits(const AttentionShape& s) {
+  const int64_t rows = s.batch * s.q_heads * s.q_len;
+  if (rows == 0 || rows >= kSplitTargetBlocks / 2 || s.kv_len < 2 * kSplitMinKeys || s.q_len > 65535) return 1;
+  const int64_t splits =
+      std::min<int64_t>({(kSplitTargetBlocks + rows - 1) / rows, s.kv_len / kSplitMinKeys, kSplitMaxSplits});
+  return static_cast<int>(std::max<int64_t>(splits, 1));
+}
+
+template <typename T>
+__global__ void attention_split_kernel(const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__ v,
+                                       const void* __restrict__ mask, float* __restrict__ partials, AttentionShape s,
+                                       int splits) {
+  __shared__ float merged[kSplitWarps][kMaxAttentionHeadDim + 2];  // per warp: m, l, weighted values
+  const int e_dim = static_cast<int>(s.head_dim), v_dim = static_cast<int>(s.value_dim);
+  const int64_t bh = blockIdx.x, b = bh / s.q_heads, h = bh % s.q_heads;
+  const int64_t hk = h / (s.q_heads / s.kv_heads), i = blockIdx.y;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int64_t last = s.causal ? min(s.kv_len, i + 1) : s.kv_len;
+  const int64_t chunk = (s.kv_len + splits - 1) / splits, begin = blockIdx.z * chunk;
+  const int64_t end = min(begin + chunk, last);
+  const T* qrow = q + b * s.q_strides[0] + h * s.q_strides[1] + i * s.q_strides[2];
+  const T* kb = k + b * s.k_strides[0] + hk * s.k_strides[1];
+  const T* vb = v + b * s.v_strides[0] + hk * s.v_strides[1];
+  const int64_t mask_row = b * s.mask_strides[0] + h * s.mask_strides[1] + i * s.mask_strides[2];
+  float qv[kAttentionSlots];
+#pragma unroll
+  for (int t = 0; t < kAttentionSlots; ++t) {
+    const int e = lane + 32 * t;
+    qv[t] = e < e_dim ? ld(qrow[e]) * s.scale : 0.f;
+  }
+  float m = -INFINITY, l = 0.f, acc[kAttentionSlots] = {};
+  for (int64_t j = begin + warp; j < end; j += kSplitWarps) {
+    const T* kj = kb + j * s.k_strides[2];
+    float dot = 0.f;
+#pragma unroll
+    for (int t = 0; t < kAttentionSlots; ++t) {
+      const int e = lane + 32 * t;
+      if (e < e_dim) dot += qv[t] * ld(kj[e]);
+    }
+    float score = __shfl_sync(0xffffffffu, warp_sum(dot), 0);  // lane 0's sum: one value for the warp
+    const int64_t at = mask_row + j * s.mask_strides[3];
+    if (s.mask == AttentionMask::Bool && !static_cast<const bool*>(mask)[at]) score = -INFINITY;
+    if (s.mask == AttentionMask::Additive) score += ld(static_cast<const T*>(mask)[at]);
+    if (score == -INFINITY) continue;
+    const float next = fmaxf(m, score);
+    const float keep = expf(m - next), p = expf(score - next);  // keep: 0 while m is -inf
+    l = l * keep + p;
+    const T* vj = vb + j * s.v_strides[2];
+#pragma unroll
+    for (int t = 0; t < kAttentionSlots; ++t) {
+      const int e = lane + 32 * t;
+      if (e < v_dim) acc[t] = acc[t] * keep + p * ld(vj[e]);
+    }
+    m = next;
+  }
+  if (lane == 0) merged[warp][0] = m, merged[warp][1] = l;
+#pragma unroll
+  for (int t = 0; t < kAttentionSlots; ++t) {
+    const int e = lane + 32 * t;
+    if (e < v_dim) merged[warp][2 + e] = acc[t];
+  }
+  __syncthreads();
+  float top = -INFINITY;
+  for (int w = 0; w < kSplitWarps; ++w) top = fmaxf(top, merged[w][0]);
+  float* part = partials + ((bh * s.q_len + i) * splits + blockIdx.z) * (v_dim + 2);
+  for (int e = threadIdx.x; e < v_dim + 2; e += blockDim.x) {
+    float sum = 0.f;
+    for (int w = 0; w < kSplitWarps; ++w) {
+      if (merged[w][0] != -INFINITY) sum += merged[w][e] * expf(merged[w][0] - top);
+    }
+    part[e] = e == 0 ? top : sum;  // the maximum, then the sum of weights and the weighted values
+  }
+}
+
+template <typename T>
+__global__ void attention_combine_kernel(const float* __restrict__ partials, T* __restrict__ out, AttentionShape s,
+                                         int splits) {
+  const int v_dim = static_cast<int>(s.value_dim);
+  const int64_t bh = blockIdx.x, b = bh / s.q_heads, h = bh % s.q_heads, i = blockIdx.y;
+  const float* part = partials + (bh * s.q_len + i) * splits * (v_dim + 2);
+  float top = -INFINITY, l = 0.f;
+  for (int p = 0; p < splits; ++p) top = fmaxf(top, part[p * (v_dim + 2)]);
+  for (int p = 0; p < splits; ++p) {
+    const float mp = part[p * (v_dim + 2)];
+    if (mp != -INFINITY) l += part[p * (v_dim + 2) + 1] * expf(mp - top);
+  }
+  for (int e = threadIdx.x; e < v_dim; e += blockDim.x) {
+    float sum = 0.f;
+    for (int p = 0; p < splits; ++p) {
+      const float mp = part[p * (v_dim + 2)];
+      if (mp != -INFINITY) sum += part[p * (v_dim + 2) + 2 + e] * expf(mp - top);
+    }
+    out[b * s.out_strides[0] + h * s.out_strides[1] + i * s.out_strides[2] + e] = st<T>(l > 0.f ? sum / l : 0.f);
   }
 }
 
@@ -1406,14 +1513,27 @@ void contiguous_attention_strides(AttentionShape* s) {
     s->q_strides[d] = q[d], s->k_strides[d] = k[d], s->v_strides[d] = v[d], s->out_strides[d] = o[d];
 }
 
+int64_t attention_partial_floats(const AttentionShape& s) {
+  const int splits = attention_splits(s);
+  return splits > 1 ? s.batch * s.q_heads * s.q_len * splits * (s.value_dim + 2) : 0;
+}
+
 template <typename T>
 cudaError_t launch_attention(const T* q, const T* k, const T* v, const void* mask, T* out, const AttentionShape& s,
-                             cudaStream_t stream) {
+                             float* partials, cudaStream_t stream) {
   const int64_t heads = s.batch * s.q_heads;
   if (heads == 0 || s.q_len == 0 || s.value_dim == 0) return cudaSuccess;
   if (s.head_dim > kMaxAttentionHeadDim || s.value_dim > kMaxAttentionHeadDim || s.q_len > kMaxAttentionQueries ||
       s.kv_heads <= 0 || s.q_heads % s.kv_heads != 0 || heads > INT32_MAX) {
     return cudaErrorInvalidValue;
+  }
+  if (const int splits = attention_splits(s); splits > 1) {
+    if (partials == nullptr) return cudaErrorInvalidValue;
+    const dim3 grid(static_cast<unsigned>(heads), static_cast<unsigned>(s.q_len), static_cast<unsigned>(splits));
+    attention_split_kernel<<<grid, kSplitWarps * 32, 0, stream>>>(q, k, v, mask, partials, s, splits);
+    attention_combine_kernel<<<dim3(static_cast<unsigned>(heads), static_cast<unsigned>(s.q_len)), 128, 0, stream>>>(
+        partials, out, s, splits);
+    return cudaGetLastError();
   }
   cudaError_t launched = cudaSuccess;
   if (launch_tensor_core_attention(q, k, v, mask, out, s, stream, &launched)) return launched;
@@ -1573,7 +1693,7 @@ cudaError_t launch_row_reduce(const T* x, T* y, int64_t rows, int64_t cols, bool
                                            cudaStream_t);                                                             \
   template cudaError_t launch_softmax<T>(const T*, T*, int64_t, int64_t, bool, cudaStream_t);                         \
   template cudaError_t launch_attention<T>(const T*, const T*, const T*, const void*, T*, const AttentionShape&,      \
-                                           cudaStream_t);                                                             \
+                                           float*, cudaStream_t);                                                     \
   template cudaError_t launch_layer_norm<T>(const T*, const T*, const T*, float, T*, T*, T*, int64_t, int64_t,        \
                                             cudaStream_t);                                                            \
   template cudaError_t launch_im2col<T>(const T*, T*, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,  \

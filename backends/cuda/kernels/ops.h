@@ -156,9 +156,15 @@ struct AttentionShape {
 };
 // The strides of contiguous [batch, heads, len, dim] q, k, v and out.
 void contiguous_attention_strides(AttentionShape* s);
+// `partials`: attention_partial_floats(s) floats of device memory where that is above 0, else null.
 template <typename T>
 cudaError_t launch_attention(const T* q, const T* k, const T* v, const void* mask, T* out, const AttentionShape& s,
-                             cudaStream_t stream);
+                             float* partials, cudaStream_t stream);
+// Few query rows over many keys (a decoder's step over its cache) would leave most of the GPU idle
+// with one block per head: the keys are then split, each block's partial softmax (its maximum, sum
+// and weighted values) kept in float32 scratch of this many floats, and a second pass combines
+// them. 0 where attention does not split.
+int64_t attention_partial_floats(const AttentionShape& s);
 // Layer norm over the last `cols` elements of each row, optional weight and bias.
 template <typename T>
 cudaError_t launch_layer_norm(const T* x, const T* weight, const T* bias, float eps, T* y, T* mean, T* rstd,

@@ -83,6 +83,8 @@ struct Op {
   // ... and its output written in place of the permute after it (write_permutes_in_place): to
   // `result`, at these strides of batch, head and position.
   int64_t attention_out_strides[3] = {};
+  // ... and the float32 scratch of its split-key pass (attention_partial_floats), where it splits.
+  DeviceBuffer attention_partials;
   // The elementwise ops from this one on that run as one pass (fuse_elementwise); the others are
   // skipped.
   struct Fused {
@@ -489,6 +491,31 @@ Error run_cudnn_conv(const Op& op, const Epilogue<T>& epilogue, cudaStream_t str
   return Error::Ok;
 }
 
+// The kernels' view of an attention op's plan (ints as payload.h lists them), with contiguous
+// strides; read_permutes_in_place and write_permutes_in_place may change them per call site.
+AttentionShape attention_shape(const Op& op) {
+  const int64_t* v = op.plan.ints;
+  const EValue* scale = op.args[6];
+  AttentionShape shape{v[0],
+                       v[1],
+                       v[2],
+                       v[3],
+                       v[4],
+                       v[5],
+                       v[6],
+                       scale->is_none() ? 1.f / std::sqrt(static_cast<float>(std::max<int64_t>(v[5], 1)))
+                                        : static_cast<float>(scale->scalar_as_double()),
+                       v[7] != 0,
+                       static_cast<AttentionMask>(v[8]),
+                       {v[9], v[10], v[11], v[12]},
+                       {},
+                       {},
+                       {},
+                       {}};
+  contiguous_attention_strides(&shape);
+  return shape;
+}
+
 // The kernels' view of indexing `x` with `items` (leading Nones, then index tensors: indexing()).
 Error index_gather(const Tensor& x, Span<EValue* const> items, const char* name, IndexGather* g) {
   Indexing ix;
@@ -893,25 +920,7 @@ Error run_typed(const Op& op, void* index_error, cudaStream_t stream) {
       break;
     }
     case OpKind::Attention: {
-      const int64_t* v = op.plan.ints;
-      const float scale = a[6]->is_none() ? 1.f / std::sqrt(static_cast<float>(std::max<int64_t>(v[5], 1)))
-                                          : static_cast<float>(a[6]->scalar_as_double());
-      AttentionShape shape{v[0],
-                           v[1],
-                           v[2],
-                           v[3],
-                           v[4],
-                           v[5],
-                           v[6],
-                           scale,
-                           v[7] != 0,
-                           static_cast<AttentionMask>(v[8]),
-                           {v[9], v[10], v[11], v[12]},
-                           {},
-                           {},
-                           {},
-                           {}};
-      contiguous_attention_strides(&shape);
+      AttentionShape shape = attention_shape(op);
       T* out = ptr<T>(a[8]);
       if (op.result != nullptr) {  // written where the permute after it puts it
         out = ptr<T>(op.result);
@@ -925,7 +934,8 @@ Error run_typed(const Op& op, void* index_error, cudaStream_t stream) {
         std::copy(op.attention_strides[i], op.attention_strides[i] + 3, strides[i]);
       }
       const void* mask = a[3]->is_tensor() ? a[3]->to_tensor().const_data_ptr() : nullptr;
-      status = launch_attention(in[0], in[1], in[2], mask, out, shape, stream);
+      status = launch_attention(in[0], in[1], in[2], mask, out, shape, static_cast<float*>(op.attention_partials.get()),
+                                stream);
       break;
     }
     case OpKind::Embedding: {
@@ -1864,6 +1874,12 @@ class CudaBackend final : public runtime::BackendInterface {
     fuse_elementwise(d->ops, m);
     for (Op& op : d->ops) {
       op.workspace = d->conv_workspace.get();
+      if (op.plan.kind == OpKind::Attention) {
+        if (const int64_t floats = attention_partial_floats(attention_shape(op)); floats > 0) {
+          ET_TRY(ecuda::to_error(cudaMalloc(out(op.attention_partials), static_cast<size_t>(floats) * sizeof(float)),
+                                 "CudaBackend: attention scratch"));
+        }
+      }
       if (op.plan.kind == OpKind::RowReduce && op.nhwc) {  // the pixel sums' partials
         const Tensor& x = op.args[0]->to_tensor();
         op.scratch.emplace_back();
