@@ -4,6 +4,7 @@
                         [--context 512] [--prompt 128] [--new 64] [--chunk 32]
                         [--dtypes float32,bfloat16,int8_weight_only,int4]
                         [--threads N] [--repeat 3] [--device cpu|cuda] [--bandwidth BYTES_PER_S]
+                        [--kernels N]
 
 A random-weight Llama of that shape (LlamaForCausalLM; --hidden 2048 --layers 16 --heads 32 --kv-heads 8
 --context 2048 is the 1B-class one). For each dtype: the program from export_llm (max_seq_len =
@@ -23,7 +24,8 @@ peer is transformers with its static cache and the decode step under torch.compi
 Decode is also given as a fraction of the memory-bandwidth bound: the weights (all but the
 embedding table) and the cache up to the current position read once per token, at --bandwidth
 bytes/s; by default what a device-to-device copy moved on these machines: 4.3e12 on an H200,
-3.0e12 on an H100.
+3.0e12 on an H100. --kernels N then prints the N device kernels that took most of one of our
+generate calls (torch.profiler's CUDA activity, which sees the kernels inside CUDA graphs).
 """
 
 from __future__ import annotations
@@ -103,6 +105,7 @@ def main() -> int:
     parser.add_argument("--dtypes", default="float32,bfloat16,int8_weight_only,int4")
     parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
     parser.add_argument("--bandwidth", type=float, default=None)
+    parser.add_argument("--kernels", type=int, default=0)
     args = parser.parse_args()
     if args.device == "cuda":
         return on_gpu(args)
@@ -154,6 +157,17 @@ def bound_tokens_per_second(model: torch.nn.Module, args: argparse.Namespace) ->
     return args.bandwidth / (weights + cache)
 
 
+def print_kernels(fn: Callable[[], Any], top: int) -> None:
+    """The `top` device kernels by total time over one call of `fn`."""
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        fn()
+    torch.cuda.synchronize()
+    print(prof.key_averages().table(sort_by="self_device_time_total", row_limit=top, max_name_column_width=70),
+          flush=True)
+
+
 def on_gpu(args: argparse.Namespace) -> int:
     if args.bandwidth is None:  # what a device-to-device copy measured on these cards
         args.bandwidth = 3.0e12 if "H100" in torch.cuda.get_device_name() else 4.3e12
@@ -200,6 +214,8 @@ def on_gpu(args: argparse.Namespace) -> int:
         for peer in (r for r in results if ours_row and not r.startswith("executorch")):
             print(f"{name:10} ratio vs {peer:27} {ours_row[1] / results[peer][1]:11.2f} "
                   f"{results[peer][2] / ours_row[2]:13.2f}")
+        if args.kernels and ours_row:
+            print_kernels(ours, args.kernels)
         del gen, model
         torch.cuda.empty_cache()
     return 0

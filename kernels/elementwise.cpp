@@ -506,7 +506,32 @@ Error to_copy(KernelRuntimeContext&, Args args) {
   return copy_to(*in, *out, op);
 }
 
+// executorch::rope(x, cos, sin) -> out: x * cos + rotate_half(x) * sin, rotate_half(x) =
+// cat(-x[..., D/2:], x[..., :D/2]), cos and sin broadcast to x (docs/program_format.md).
+Error rope(KernelRuntimeContext&, Args args) {
+  const char* op = "executorch::rope";
+  Tensor *x, *cos, *sin, *out;
+  ET_TRY(read_args(args, op, 4, at(0, &x), at(1, &cos), at(2, &sin), at(3, &out)));
+  for (const Tensor* t : {x, cos, sin, out}) ET_TRY(check_dtype(*t, ScalarType::Float, op, "tensor"));
+  KCHECK(x->dim() >= 1 && x->size(x->dim() - 1) % 2 == 0, "%s: the input needs an even last size", op);
+  KCHECK(same_shape(*x, *out), "%s: output shape differs from input", op);
+  int64_t strides[3][kMaxDim] = {};
+  ET_TRY(broadcast_strides(*x, *out, op, strides[0]));
+  ET_TRY(broadcast_strides(*cos, *out, op, strides[1]));
+  ET_TRY(broadcast_strides(*sin, *out, op, strides[2]));
+  const int64_t width = out->size(out->dim() - 1), half = width / 2, step = strides[0][out->dim() - 1];
+  const float *px = x->data_ptr<float>(), *pc = cos->data_ptr<float>(), *ps = sin->data_ptr<float>();
+  float* po = out->data_ptr<float>();
+  for_each_broadcast<3>(*out, strides, [&](int64_t i, const int64_t* offs) {
+    const int64_t d = i % width;
+    const float partner = d < half ? -px[offs[0] + half * step] : px[offs[0] - half * step];
+    po[i] = px[offs[0]] * pc[offs[1]] + partner * ps[offs[2]];
+  });
+  return Error::Ok;
+}
+
 const runtime::Kernel kKernels[] = {
+    {"executorch::rope", rope},
     {"aten::add.Tensor", add},
     {"aten::add.Scalar", add_scalar},
     {"aten::sub.Tensor", sub},

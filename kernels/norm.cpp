@@ -1,4 +1,4 @@
-// Softmax, log-softmax, layer norm, group norm and inference batch norm.
+// Softmax, log-softmax, layer norm, RMS norm, group norm and inference batch norm.
 #include <algorithm>
 #include <cmath>
 
@@ -95,6 +95,35 @@ Error layer_norm(KernelRuntimeContext&, Args args) {
       }
       mean->data_ptr<float>()[r] = m;
       rstd->data_ptr<float>()[r] = rs;
+    }
+  });
+  return Error::Ok;
+}
+
+// executorch::rms_norm(x, weight, eps) -> out: each row of the last dimension times
+// rsqrt(mean of its squares + eps), times weight (docs/program_format.md).
+Error rms_norm(KernelRuntimeContext&, Args args) {
+  const char* op = "executorch::rms_norm";
+  Tensor *in, *w, *out;
+  double eps;
+  ET_TRY(read_args(args, op, 4, at(0, &in), at(1, &w), at(2, &eps), at(3, &out)));
+  for (const Tensor* t : {in, w, out}) ET_TRY(check_dtype(*t, ScalarType::Float, op, "tensor"));
+  KCHECK(in->dim() >= 1, "%s: input needs a dimension", op);
+  KCHECK(same_shape(*in, *out), "%s: output shape differs from input", op);
+  const int64_t inner = in->size(in->dim() - 1);
+  ET_TRY(check_numel(*w, inner, op, "weight"));
+  const int64_t outer = inner == 0 ? 0 : in->numel() / inner;
+  const float* x = in->data_ptr<float>();
+  const float* wv = w->data_ptr<float>();
+  float* y = out->data_ptr<float>();
+  extension::threadpool::parallel_for(0, outer, 8, [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      const float* xr = x + r * inner;
+      float* yr = y + r * inner;
+      double sq = 0;
+      for (int64_t i = 0; i < inner; ++i) sq += static_cast<double>(xr[i]) * xr[i];
+      const float rs = static_cast<float>(1.0 / std::sqrt(sq / static_cast<double>(inner) + eps));
+      for (int64_t i = 0; i < inner; ++i) yr[i] = wv[i] * (xr[i] * rs);
     }
   });
   return Error::Ok;
@@ -237,6 +266,7 @@ const runtime::Kernel kKernels[] = {
     {"aten::_log_softmax", log_softmax},
     {"aten::native_layer_norm", layer_norm},
     {"aten::native_group_norm", group_norm},
+    {"executorch::rms_norm", rms_norm},
     {"aten::_native_batch_norm_legit.no_stats", batch_norm_batch_stats},
     {"aten::_native_batch_norm_legit_no_training", batch_norm},
 };

@@ -192,6 +192,8 @@ const runtime::KernelSignature kSignatures[] = {
     {"executorch::int8_linear", "NNNt>T"},
     {"executorch::int8_weight_linear", "NNNt>T"},
     {"executorch::lstm_cell", "NNN>TT"},
+    {"executorch::rms_norm", "NNd>T"},
+    {"executorch::rope", "NNN>T"},
 };
 
 const bool registered = runtime::register_kernel_signatures(

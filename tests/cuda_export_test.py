@@ -470,6 +470,34 @@ class NormForms(torch.nn.Module):
         return unit + y.mean(1, keepdim=True) + y.mean(1).unsqueeze(1) * 0.5
 
 
+class TransformerForms(torch.nn.Module):
+    """Llama's RMS norm (float32 between two conversions, then the weight) and rotary embedding on
+    a permuted query (executorch::rms_norm, executorch::rope), and Gemma's norm, whose weight
+    multiplies in float32: fused in float32, left as it is in half precision."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.weight = torch.nn.Parameter(torch.randn(32))
+        self.gemma = torch.nn.Parameter(torch.randn(32) * 0.1)
+        inv = 1.0 / 10000 ** (torch.arange(0, 8, 2).float() / 8)
+        angles = torch.outer(torch.arange(5).float(), inv)
+        self.register_buffer("cos", torch.cat((angles, angles), -1).cos())
+        self.register_buffer("sin", torch.cat((angles, angles), -1).sin())
+
+    @staticmethod
+    def rms(x: torch.Tensor) -> torch.Tensor:
+        x32 = x.to(torch.float32)
+        return x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + 1e-6)
+
+    def forward(self, x):  # [2, 5, 32]
+        y = self.weight * self.rms(x).to(x.dtype)
+        q = y.view(2, 5, 4, 8).transpose(1, 2)  # [2, 4, 5, 8], not contiguous
+        rotated = torch.cat((-q[..., 4:], q[..., :4]), dim=-1)
+        q = q * self.cos.to(x.dtype) + rotated * self.sin.to(x.dtype)
+        z = q.transpose(1, 2).reshape(2, 5, 32) + x
+        return (self.rms(z) * (1.0 + self.gemma.float())).to(x.dtype)
+
+
 class MaskOps(torch.nn.Module):
     """transformers' attention masks: a padding mask picked by index tensors (index.Tensor), and'ed
     with a causal one (bitwise_and), or'ed with the diagonal, converted to integers and back."""
@@ -533,17 +561,13 @@ class Volumes(torch.nn.Module):
 
 def _device_lowered(model: torch.nn.Module, example: tuple):
     """The float32 plan and constants export(backend="cuda") delegates from, with its rewrites."""
-    from executorch.export._rewrite import simplify
-
-    with torch.no_grad():
-        ep = torch.export.export(model, example).run_decompositions(_export._decompositions())
-        simplify(ep, for_device=True)
+    ep = _export._decomposed(torch.export.export(model, example), "cuda")
     plan, shared = _export._lower(ep, "forward", set(_export.supported_operators()))
     return plan, shared.data()
 
 
 @pytest.mark.parametrize("model, shape", [(NormForms, (2, 8, 6, 6)), (MaskOps, (2, 5, 16)), (IntegerOps, (2, 5, 16)),
-                                          (Volumes, (2, 3, 4, 8, 8))])
+                                          (Volumes, (2, 3, 4, 8, 8)), (TransformerForms, (2, 5, 32))])
 def test_device_forms_are_one_payload_that_matches_torch(model, shape) -> None:
     """Rewritten for the device and delegated whole in every dtype; the float32 payload, run on the
     CPU runtime, gives torch's output (1e-4 relative)."""
@@ -558,13 +582,33 @@ def test_device_forms_are_one_payload_that_matches_torch(model, shape) -> None:
     plan, constants = _device_lowered(module, example)
     assert _partition._runs(plan, constants) == [(0, len(plan.instructions))]
     names = {plan.operators[i.op_index][0] for i in plan.instructions}
-    rewritten = {"aten::native_group_norm", "aten::linalg_vector_norm"}
+    rewritten = {"aten::native_group_norm", "aten::linalg_vector_norm", "aten::pow", "aten::neg", "aten::cat"}
     assert not names & rewritten, names
+    if model is TransformerForms:
+        assert {"executorch::rms_norm", "executorch::rope"} <= names, names
     payload, _, _ = _partition._subprogram(plan, constants, 0, len(plan.instructions))
     (got,) = Runtime.get().load_program(payload).load_method().execute([example[0].numpy()])
     with torch.no_grad():
         want = module(*example).numpy()
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * max(1.0, float(np.abs(want).max())))
+
+
+@pytest.mark.parametrize("dtype, bound", [(torch.float32, 1e-5), (torch.bfloat16, 3e-2)])
+def test_transformer_forms_run_fused_on_the_cpu_too(dtype, bound) -> None:
+    """The CPU program has the same fused norm and rotary embedding and gives torch's output (the
+    bound relative to the largest output; bfloat16 programs compute in float32 on the CPU)."""
+    from executorch.serialization.pte import deserialize
+
+    torch.manual_seed(0)
+    module, x = TransformerForms().eval(), torch.randn(2, 5, 32)
+    pte = export(module, (x,), dtype=dtype)
+    names = {name for name, _ in deserialize(pte).plans[0].operators}
+    assert {"executorch::rms_norm", "executorch::rope"} <= names and "aten::neg" not in names, names
+    (got,) = Runtime.get().load_program(pte).load_method().execute([x.to(dtype)])
+    with torch.no_grad():
+        want = module.to(dtype)(x.to(dtype)).float()
+    got = torch.as_tensor(np.asarray(got.float() if isinstance(got, torch.Tensor) else got))
+    assert float((got - want).abs().max()) <= bound * max(1.0, float(want.abs().max()))
 
 
 @pytest.mark.parametrize("name", ["bert", "llama", "wav2vec2", "timm_levit_128s", "roberta", "clip_text", "lstm", "r3d_18",

@@ -13,6 +13,7 @@ in and out of Method.execute.
 - ElementwiseChains: runs of elementwise ops computed in one pass (GPT-2's GELU written out);
 - HalfGuards: T5's mixed-dtype layer norm and isinf-chosen clamp;
 - NormForms: group norm, F.normalize and a mean over a leading dimension, rewritten for the device;
+- TransformerForms: Llama's RMS norm and rotary embedding as one kernel each, Gemma's norm;
 - MaskOps: transformers' attention masks (index.Tensor, bitwise and/or, integer casts);
 - IntegerOps: RoBERTa's and CLIP's integer positions (compares, cumsum, gather, argmax);
 - Volumes: 3-D convolutions through cuDNN (grouped, strided, dilated, factored);
@@ -32,7 +33,8 @@ from executorch.export import export
 from executorch.runtime import ExecutorchError, Runtime
 from executorch.serialization.pte import deserialize, serialize
 from tests.cuda_export_test import (AttentionBlocks, ChannelsLastBlocks, ConvBlocks, ElementwiseChains, HalfGuards,
-                                    IntegerOps, MaskOps, NormForms, VisionOps, Volumes)
+                                    IntegerOps, MaskOps, NormForms, TransformerForms, VisionOps,
+                                    Volumes)
 from tests.recurrent_test import Recurrent
 
 BOUNDS = ((torch.float32, 1e-4), (torch.float16, 1e-2), (torch.bfloat16, 6e-2))
@@ -183,6 +185,8 @@ check_dtypes("HalfGuards", HalfGuards().eval(), torch.randn(3, 8))
 check_dtypes("NormForms", NormForms().eval(), torch.randn(2, 8, 6, 6))
 check_dtypes("MaskOps", MaskOps().eval(), torch.randn(2, 5, 16))
 check_dtypes("IntegerOps", IntegerOps().eval(), torch.randn(2, 5, 16))
+torch.manual_seed(0)
+check_dtypes("TransformerForms", TransformerForms().eval(), torch.randn(2, 5, 32))
 torch.manual_seed(0)
 check_dtypes("Volumes", Volumes().eval(), torch.randn(2, 3, 4, 8, 8))
 

@@ -555,10 +555,11 @@ __global__ void attention_kernel(const T* __restrict__ q, const T* __restrict__ 
 }
 
 // Split-key attention: a block takes keys [split * chunk, (split + 1) * chunk) of one query row,
-// a warp every kSplitWarps-th key of them: the warp's lanes hold the row's query and one key's
-// elements, the dot product is a warp sum, and each warp keeps its own online softmax. The block's
-// warps are merged in shared memory into one partial (maximum, sum, weighted values) per split,
-// which attention_combine_kernel merges across splits.
+// a warp 32 keys at a time, a lane one key: the lane's dot product with the query (in shared
+// memory) reads its key's row whole, so a warp has 32 rows in flight rather than one, and keys the
+// mask removes (a static cache's unused positions) are never read. Each warp keeps its own online
+// softmax; the block's warps are merged in shared memory into one partial (maximum, sum, weighted
+// values) per split, which attention_combine_kernel merges across splits.
 constexpr int kSplitWarps = 4;
 constexpr int64_t kSplitMinKeys = 128;  // keys a split takes at least
 constexpr int kSplitMaxSplits = 64;
@@ -572,10 +573,29 @@ int attention_splits(const AttentionShape& s) {
   return static_cast<int>(std::max<int64_t>(splits, 1));
 }
 
+// The dot product of the (scaled, float) query `qs` with key row `kj`: 16-byte loads where `vector`.
+template <typename T>
+__device__ float key_dot(const float* qs, const T* __restrict__ kj, int e_dim, bool vector) {
+  float dot = 0.f;
+  if (vector) {
+    constexpr int kVec = 16 / sizeof(T);
+    for (int e = 0; e < e_dim; e += kVec) {
+      const uint4 bits = *reinterpret_cast<const uint4*>(kj + e);
+      const T* x = reinterpret_cast<const T*>(&bits);
+#pragma unroll
+      for (int t = 0; t < kVec; ++t) dot += qs[e + t] * ld(x[t]);
+    }
+    return dot;
+  }
+  for (int e = 0; e < e_dim; ++e) dot += qs[e] * ld(kj[e]);
+  return dot;
+}
+
 template <typename T>
 __global__ void attention_split_kernel(const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__ v,
                                        const void* __restrict__ mask, float* __restrict__ partials, AttentionShape s,
                                        int splits) {
+  __shared__ float qs[kMaxAttentionHeadDim];
   __shared__ float merged[kSplitWarps][kMaxAttentionHeadDim + 2];  // per warp: m, l, weighted values
   const int e_dim = static_cast<int>(s.head_dim), v_dim = static_cast<int>(s.value_dim);
   const int64_t bh = blockIdx.x, b = bh / s.q_heads, h = bh % s.q_heads;
@@ -588,34 +608,39 @@ __global__ void attention_split_kernel(const T* __restrict__ q, const T* __restr
   const T* kb = k + b * s.k_strides[0] + hk * s.k_strides[1];
   const T* vb = v + b * s.v_strides[0] + hk * s.v_strides[1];
   const int64_t mask_row = b * s.mask_strides[0] + h * s.mask_strides[1] + i * s.mask_strides[2];
-  float qv[kAttentionSlots];
-#pragma unroll
-  for (int t = 0; t < kAttentionSlots; ++t) {
-    const int e = lane + 32 * t;
-    qv[t] = e < e_dim ? ld(qrow[e]) * s.scale : 0.f;
-  }
+  constexpr int kVec = 16 / sizeof(T);
+  const bool vector = reinterpret_cast<uintptr_t>(kb) % 16 == 0 && s.k_strides[2] % kVec == 0 && e_dim % kVec == 0;
+  for (int e = threadIdx.x; e < e_dim; e += blockDim.x) qs[e] = ld(qrow[e]) * s.scale;
+  __syncthreads();
   float m = -INFINITY, l = 0.f, acc[kAttentionSlots] = {};
-  for (int64_t j = begin + warp; j < end; j += kSplitWarps) {
-    const T* kj = kb + j * s.k_strides[2];
-    float dot = 0.f;
-#pragma unroll
-    for (int t = 0; t < kAttentionSlots; ++t) {
-      const int e = lane + 32 * t;
-      if (e < e_dim) dot += qv[t] * ld(kj[e]);
+  for (int64_t j0 = begin + warp * 32; j0 < end; j0 += kSplitWarps * 32) {
+    const int64_t j = j0 + lane;
+    float score = -INFINITY;
+    if (j < end) {
+      const int64_t at = mask_row + j * s.mask_strides[3];
+      float bias = 0.f;
+      if (s.mask == AttentionMask::Bool && !static_cast<const bool*>(mask)[at]) bias = -INFINITY;
+      if (s.mask == AttentionMask::Additive) bias = ld(static_cast<const T*>(mask)[at]);
+      if (bias != -INFINITY) score = key_dot(qs, kb + j * s.k_strides[2], e_dim, vector) + bias;
     }
-    float score = __shfl_sync(0xffffffffu, warp_sum(dot), 0);  // lane 0's sum: one value for the warp
-    const int64_t at = mask_row + j * s.mask_strides[3];
-    if (s.mask == AttentionMask::Bool && !static_cast<const bool*>(mask)[at]) score = -INFINITY;
-    if (s.mask == AttentionMask::Additive) score += ld(static_cast<const T*>(mask)[at]);
-    if (score == -INFINITY) continue;
-    const float next = fmaxf(m, score);
-    const float keep = expf(m - next), p = expf(score - next);  // keep: 0 while m is -inf
-    l = l * keep + p;
-    const T* vj = vb + j * s.v_strides[2];
+    const float next = fmaxf(m, warp_max(score));
+    if (next == -INFINITY) continue;    // nothing attended yet (the same for the whole warp)
+    const float keep = expf(m - next);  // 0 while m is -inf
+    const float p = score == -INFINITY ? 0.f : expf(score - next);
+    l = l * keep + warp_sum(p);
 #pragma unroll
-    for (int t = 0; t < kAttentionSlots; ++t) {
-      const int e = lane + 32 * t;
-      if (e < v_dim) acc[t] = acc[t] * keep + p * ld(vj[e]);
+    for (int t = 0; t < kAttentionSlots; ++t) acc[t] *= keep;
+    const int n = static_cast<int>(min(static_cast<int64_t>(32), end - j0));
+#pragma unroll 4
+    for (int jj = 0; jj < n; ++jj) {
+      const float pj = __shfl_sync(0xffffffffu, p, jj);
+      if (pj == 0.f) continue;  // masked: the same for the whole warp
+      const T* vj = vb + (j0 + jj) * s.v_strides[2];
+#pragma unroll
+      for (int t = 0; t < kAttentionSlots; ++t) {
+        const int e = lane + 32 * t;
+        if (e < v_dim) acc[t] += pj * ld(vj[e]);
+      }
     }
     m = next;
   }
@@ -881,6 +906,40 @@ __global__ void layer_norm_kernel(const T* __restrict__ x, const T* __restrict__
   }
 }
 
+// RMS norm (executorch::rms_norm): a block per row, the row in registers where it fits.
+template <typename T>
+__global__ void rms_norm_kernel(const T* __restrict__ x, const T* __restrict__ w, float eps, T* __restrict__ y,
+                                int64_t cols) {
+  __shared__ float shared[kThreads];
+  const int64_t row = blockIdx.x;
+  const T* xr = x + row * cols;
+  const bool cached = cols <= static_cast<int64_t>(kNormCached) * blockDim.x;
+  float cache[kNormCached];
+  float sq = 0.f;
+  if (cached) {
+#pragma unroll
+    for (int t = 0; t < kNormCached; ++t) {
+      const int64_t j = threadIdx.x + static_cast<int64_t>(t) * blockDim.x;
+      cache[t] = j < cols ? ld(xr[j]) : 0.f;
+      sq += cache[t] * cache[t];
+    }
+  } else {
+    for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) sq += ld(xr[j]) * ld(xr[j]);
+  }
+  const float rs = rsqrtf(block_sum(sq, shared) / static_cast<float>(cols) + eps);
+  // The normalized value rounded to T, then times the weight in T's arithmetic (as torch's).
+  auto write = [&](int64_t j, float xv) { y[row * cols + j] = st<T>(ld(w[j]) * ld(st<T>(xv * rs))); };
+  if (cached) {
+#pragma unroll
+    for (int t = 0; t < kNormCached; ++t) {
+      const int64_t j = threadIdx.x + static_cast<int64_t>(t) * blockDim.x;
+      if (j < cols) write(j, cache[t]);
+    }
+  } else {
+    for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) write(j, ld(xr[j]));
+  }
+}
+
 template <typename T>
 struct CopyBody {
   using Value = T;
@@ -889,6 +948,26 @@ struct CopyBody {
   template <typename Index>
   __device__ T load(const Index* off) const {
     return in[off[0]];
+  }
+};
+
+// Rotary embedding (executorch::rope): operands x, cos, sin and the element's position in the last
+// dimension (an operand of stride 1 there, 0 elsewhere); the partner of element d is d + half
+// (negated) or d - half, `step` elements of x apart per position.
+template <typename T>
+struct RopeBody {
+  using Value = T;
+  const T* x;
+  const T* cos;
+  const T* sin;
+  T* out;
+  int64_t half, step;
+  template <typename Index>
+  __device__ T load(const Index* off) const {
+    const int64_t d = static_cast<int64_t>(off[3]);
+    const float partner = d < half ? -ld(x[off[0] + half * step]) : ld(x[off[0] - half * step]);
+    // Each product and the sum rounded to T, as torch computes the pattern.
+    return st<T>(ld(st<T>(ld(x[off[0]]) * ld(cos[off[1]]))) + ld(st<T>(partner * ld(sin[off[2]]))));
   }
 };
 
@@ -1350,6 +1429,17 @@ cudaError_t launch_binary(Binary op, const T* a, const T* b, float scalar, float
                                BinaryBody<T, float>{op, a, b, scalar, alpha, out}, stream);
 }
 
+template <typename T>
+cudaError_t launch_rope(const T* x, const T* cos, const T* sin, T* out, int64_t n, const Broadcast& shape,
+                        cudaStream_t stream) {
+  if (shape.dim < 1 || shape.out_sizes[shape.dim - 1] % 2) return cudaErrorInvalidValue;
+  int64_t position[kMaxOpDims] = {};
+  position[shape.dim - 1] = 1;
+  const int64_t* strides[] = {shape.a_strides, shape.b_strides, shape.c_strides, position};
+  const RopeBody<T> body{x, cos, sin, out, shape.out_sizes[shape.dim - 1] / 2, shape.a_strides[shape.dim - 1]};
+  return launch_elementwise<4>(shape.dim, shape.out_sizes, strides, n, body, stream);
+}
+
 template <typename T, int K>
 cudaError_t fused_with(const FusedProgram& p, const T* const* inputs, const int64_t* const* strides, int dim,
                        const int64_t* sizes, T* out, int64_t n, cudaStream_t stream) {
@@ -1554,6 +1644,14 @@ cudaError_t launch_layer_norm(const T* x, const T* weight, const T* bias, float 
   return cudaGetLastError();
 }
 
+template <typename T>
+cudaError_t launch_rms_norm(const T* x, const T* weight, float eps, T* y, int64_t rows, int64_t cols,
+                            cudaStream_t stream) {
+  if (rows == 0 || cols == 0) return cudaSuccess;
+  rms_norm_kernel<<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(x, weight, eps, y, cols);
+  return cudaGetLastError();
+}
+
 cudaError_t launch_strided_copy(const void* in, void* out, int dim, const int64_t* out_sizes, const int64_t* in_strides,
                                 int64_t n, int element_size, cudaStream_t stream) {
   if (n == 0) return cudaSuccess;
@@ -1696,6 +1794,8 @@ cudaError_t launch_row_reduce(const T* x, T* y, int64_t rows, int64_t cols, bool
                                            float*, cudaStream_t);                                                     \
   template cudaError_t launch_layer_norm<T>(const T*, const T*, const T*, float, T*, T*, T*, int64_t, int64_t,        \
                                             cudaStream_t);                                                            \
+  template cudaError_t launch_rope<T>(const T*, const T*, const T*, T*, int64_t, const Broadcast&, cudaStream_t);     \
+  template cudaError_t launch_rms_norm<T>(const T*, const T*, float, T*, int64_t, int64_t, cudaStream_t);             \
   template cudaError_t launch_im2col<T>(const T*, T*, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,  \
                                         int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,       \
                                         cudaStream_t);                                                                \

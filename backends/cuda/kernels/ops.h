@@ -169,6 +169,16 @@ int64_t attention_partial_floats(const AttentionShape& s);
 template <typename T>
 cudaError_t launch_layer_norm(const T* x, const T* weight, const T* bias, float eps, T* y, T* mean, T* rstd,
                               int64_t rows, int64_t cols, cudaStream_t stream);
+// RMS norm over the last `cols` elements of each row (executorch::rms_norm): weight * round_T(x *
+// rsqrt(mean(x^2) + eps)), the mean in float32.
+template <typename T>
+cudaError_t launch_rms_norm(const T* x, const T* weight, float eps, T* y, int64_t rows, int64_t cols,
+                            cudaStream_t stream);
+// Rotary embedding (executorch::rope) into a contiguous out of shape.out_sizes: x * cos +
+// rotate_half(x) * sin, x at shape.a_strides, cos at b_strides, sin at c_strides; an even last size.
+template <typename T>
+cudaError_t launch_rope(const T* x, const T* cos, const T* sin, T* out, int64_t n, const Broadcast& shape,
+                        cudaStream_t stream);
 // out[i] = in[sum_d idx_d(i) * in_strides[d]] for a contiguous out of shape out_sizes (any dtype
 // of `element_size` bytes: 1, 2, 4 or 8).
 cudaError_t launch_strided_copy(const void* in, void* out, int dim, const int64_t* out_sizes, const int64_t* in_strides,

@@ -609,6 +609,17 @@ Error run_typed(const Op& op, void* index_error, cudaStream_t stream) {
                             ptr<T>(a[5]), ptr<T>(a[6]), ptr<T>(a[7]), cols ? x.numel() / cols : 0, cols, stream);
       break;
     }
+    case OpKind::Rope: {
+      const Tensor& o = a[3]->to_tensor();
+      Broadcast shape;
+      ET_TRY(make_broadcast(o, {&a[0]->to_tensor(), &a[1]->to_tensor(), &a[2]->to_tensor()}, name, &shape));
+      status = launch_rope(ptr<T>(a[0]), ptr<T>(a[1]), ptr<T>(a[2]), ptr<T>(a[3]), o.numel(), shape, stream);
+      break;
+    }
+    case OpKind::RmsNorm:
+      status = launch_rms_norm(ptr<T>(a[0]), ptr<T>(a[1]), op.plan.scalars[0], ptr<T>(a[3]), op.plan.ints[0],
+                               op.plan.ints[1], stream);
+      break;
     case OpKind::Copy: {
       const Tensor& x = a[0]->to_tensor();
       const Tensor& o = a[a.size() - 1]->to_tensor();

@@ -180,6 +180,8 @@ bool classify(const std::string& name, OpPlan* op) {
       {"aten::_softmax", OpKind::Softmax},
       {"aten::_log_softmax", OpKind::LogSoftmax},
       {"aten::native_layer_norm", OpKind::LayerNorm},
+      {"executorch::rms_norm", OpKind::RmsNorm},
+      {"executorch::rope", OpKind::Rope},
       {"aten::view", OpKind::Copy},
       {"aten::_unsafe_view", OpKind::Copy},
       {"aten::clone", OpKind::Copy},
@@ -1051,6 +1053,28 @@ Error plan_op(const char* name, Span<EValue*> a, OpPlan* plan) {
       ET_TRY(need_numel(a[5], x.numel(), name, 5));
       ET_TRY(need_numel(a[6], rows, name, 6));
       return need_numel(a[7], rows, name, 7);
+    }
+    case OpKind::RmsNorm: {  // rms_norm(x, weight, eps, out)
+      PAYLOAD_CHECK(n == 4, "%s %s: %zu arguments", kCudaBackendName, name, n);
+      ET_TRY(need_float(a[0], name, 0));
+      ET_TRY(need_number(a[2], name, 2));
+      const Tensor& x = a[0]->to_tensor();
+      PAYLOAD_CHECK(x.dim() >= 1, "%s %s: the input needs a dimension", kCudaBackendName, name);
+      const int64_t cols = x.size(x.dim() - 1);
+      ET_TRY(need_numel(a[1], cols, name, 1));
+      ET_TRY(need_numel(a[3], x.numel(), name, 3));
+      plan->ints[0] = cols ? x.numel() / cols : 0, plan->ints[1] = cols;
+      plan->scalars[0] = static_cast<float>(a[2]->scalar_as_double());
+      return Error::Ok;
+    }
+    case OpKind::Rope: {  // rope(x, cos, sin, out)
+      PAYLOAD_CHECK(n == 4, "%s %s: %zu arguments", kCudaBackendName, name, n);
+      for (size_t i = 0; i < n; ++i) ET_TRY(need_float(a[i], name, i));
+      const Tensor& x = a[0]->to_tensor();
+      PAYLOAD_CHECK(x.dim() >= 1 && x.size(x.dim() - 1) % 2 == 0 && runtime::same_shape(x, a[3]->to_tensor()),
+                    "%s %s: the input needs an even last size, and the output its shape", kCudaBackendName, name);
+      for (size_t i : {1, 2}) ET_TRY(need_broadcast(a[i], a[3]->to_tensor(), name, i));
+      return Error::Ok;
     }
     case OpKind::Copy:
     case OpKind::Permute:

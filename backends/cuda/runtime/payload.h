@@ -71,7 +71,9 @@ enum class OpKind {
   ArgMax,
   Gather,
   Conv3d,
-  IndexPut
+  IndexPut,
+  RmsNorm,
+  Rope
 };
 
 // One checked instruction. Conv (1-D as height 1): ints = n, c, h, w, oc, kh, kw, stride h/w,
@@ -84,8 +86,9 @@ enum class OpKind {
 // elements ahead of the input per dimension, scalars[0] = the value. IndexSelect: ints = dim.
 // Upsample: ints = bilinear, align_corners; scalars = source steps per output step (h, w).
 // LstmCell, GruCell: ints = rows, units. IntegerBinary (a Binary on int32 or int64 tensors). Cumsum:
-// ints = dim. ArgMax: ints = rows, columns. Gather: ints = dim. Compare: ints = 1 where the other
-// operand is a tensor (broadcast), not a number. Cast (_to_copy, copy): ints = the source argument.
+// ints = dim. ArgMax: ints = rows, columns. RmsNorm: ints = rows, columns; scalars[0] = eps.
+// Rope (x, cos, sin, out): x's dtype and shape for out, cos and sin broadcast to it. Gather: ints = dim. Compare: ints
+// = 1 where the other operand is a tensor (broadcast), not a number. Cast (_to_copy, copy): ints = the source argument.
 struct OpPlan {
   OpKind kind = OpKind::Copy;
   Unary unary = Unary::Relu;
