@@ -12,6 +12,8 @@ states the arithmetic).
 
 from __future__ import annotations
 
+from typing import Any, TypeGuard
+
 import torch
 
 from executorch.export._rewrite import _shape, _single_user
@@ -49,11 +51,11 @@ def _(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
     return torch.empty_like(x)
 
 
-def _call(n: object, target: object) -> bool:
+def _call(n: object, target: object) -> TypeGuard[torch.fx.Node]:
     return isinstance(n, torch.fx.Node) and n.op == "call_function" and n.target == target
 
 
-def _cast_to(n: torch.fx.Node, dtype: torch.dtype) -> bool:
+def _cast_to(n: object, dtype: torch.dtype) -> TypeGuard[torch.fx.Node]:
     """Whether `n` is a dtype conversion (and nothing else) to `dtype`."""
     return _call(n, aten._to_copy.default) and set(n.kwargs) <= {"dtype"} and n.kwargs.get("dtype") == dtype
 
@@ -89,6 +91,8 @@ def _rms_norm_at(pw: torch.fx.Node) -> tuple[torch.fx.Node, torch.fx.Node, torch
     x = x32
     if _cast_to(x32, torch.float32) and len(x32.args) == 1 and set(x32.users) == {pw, scaled}:
         x = x32.args[0]
+    if not isinstance(x, torch.fx.Node):
+        return None
     dtype = x.meta["val"].dtype
     tail = _single_user(scaled)
     if tail is None:
@@ -112,7 +116,8 @@ def _half_slice(n: object, x: torch.fx.Node, first: bool) -> bool:
     shape = _shape(x)
     if not _call(n, aten.slice.Tensor) or n.args[0] is not x or shape is None or not shape or shape[-1] % 2:
         return False
-    dim, start, end, step = (*n.args[1:], *(0, None, None, 1)[len(n.args) - 1:])
+    given: list[Any] = list(n.args[1:])
+    dim, start, end, step = given + [0, None, None, 1][len(given):]
     half = shape[-1] // 2
     start = start or 0
     end = shape[-1] if end is None else min(end, shape[-1])
@@ -130,7 +135,7 @@ def _rope_at(cat: torch.fx.Node) -> tuple[torch.fx.Node, torch.fx.Node, torch.fx
     if not _call(neg, aten.neg.default) or not isinstance(first, torch.fx.Node) or first.op != "call_function":
         return None
     x = first.args[0]
-    if not _half_slice(first, x, True) or not _half_slice(neg.args[0], x, False) or _shape(x) != shape:
+    if not isinstance(x, torch.fx.Node) or not _half_slice(first, x, True) or not _half_slice(neg.args[0], x, False) or _shape(x) != shape:
         return None
     by_sin = _single_user(cat)
     total = _single_user(by_sin) if _call(by_sin, aten.mul.Tensor) else None
@@ -143,9 +148,10 @@ def _rope_at(cat: torch.fx.Node) -> tuple[torch.fx.Node, torch.fx.Node, torch.fx
     dtype = x.meta["val"].dtype
     for t in (cos, sin):
         t_shape = _shape(t)
-        if t_shape is None or t.meta["val"].dtype != dtype or len(t_shape) > len(shape) or not t_shape or \
+        if not isinstance(t, torch.fx.Node) or t_shape is None or t.meta["val"].dtype != dtype or len(t_shape) > len(shape) or not t_shape or \
                 t_shape[-1] != shape[-1] or torch.broadcast_shapes(t_shape, shape) != torch.Size(shape):
             return None
+    assert isinstance(cos, torch.fx.Node) and isinstance(sin, torch.fx.Node)
     return x, cos, sin, total
 
 
