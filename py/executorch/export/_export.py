@@ -17,7 +17,7 @@ import torch
 from executorch.export import _dtypes
 from executorch.export._errors import ExportError, UnsupportedOperatorError
 from executorch.export._planner import Allocation, plan
-from executorch.export._fusions import fuse_rms_norms, fuse_ropes
+from executorch.export import _fusions
 from executorch.export._quantize import quantize_linear_int4, quantize_linear_int8, quantize_linear_int8_weight_only
 from executorch.export._recurrent import add_recurrent_decompositions
 from executorch.export._rewrite import only_first_output_read, simplify
@@ -734,8 +734,7 @@ def _decomposed(ep: torch.export.ExportedProgram, backend: str | None) -> torch.
     with torch.no_grad():
         ep = ep.run_decompositions(_decompositions())
         simplify(ep, for_device=backend == "cuda")
-        fuse_rms_norms(ep.graph)
-        fuse_ropes(ep.graph)
+        _fusions.fuse(ep.graph)
     return ep
 
 

@@ -67,8 +67,12 @@ def _other(mul: torch.fx.Node, operand: torch.fx.Node) -> object:
     return mul.args[1] if mul.args[0] is operand else mul.args[0]
 
 
-def _rms_norm_at(pw: torch.fx.Node) -> tuple[torch.fx.Node, torch.fx.Node, torch.fx.Node, float] | None:
-    """(input, weight, last node, eps) of the RMS norm whose square is `pw`, or None."""
+# A pattern found: its last node, and the operator and arguments that replace it.
+_Found = tuple[torch.fx.Node, Any, tuple[torch.fx.Node, Any, Any]]
+
+
+def _rms_norm_at(pw: torch.fx.Node) -> _Found | None:
+    """The RMS norm whose square is `pw`, or None."""
     if not _call(pw, aten.pow.Tensor_Scalar) or pw.args[1] != 2:
         return None
     x32 = pw.args[0]
@@ -108,7 +112,7 @@ def _rms_norm_at(pw: torch.fx.Node) -> tuple[torch.fx.Node, torch.fx.Node, torch
     if not isinstance(weight, torch.fx.Node) or _shape(weight) != shape[-1:] or weight.meta["val"].dtype != dtype or \
             _shape(tail) != shape:
         return None
-    return x, weight, tail, float(add.args[1])
+    return tail, torch.ops.executorch.rms_norm.default, (x, weight, float(add.args[1]))
 
 
 def _half_slice(n: object, x: torch.fx.Node, first: bool) -> bool:
@@ -124,8 +128,8 @@ def _half_slice(n: object, x: torch.fx.Node, first: bool) -> bool:
     return dim in (-1, len(shape) - 1) and step == 1 and (start, end) == ((0, half) if first else (half, shape[-1]))
 
 
-def _rope_at(cat: torch.fx.Node) -> tuple[torch.fx.Node, torch.fx.Node, torch.fx.Node, torch.fx.Node] | None:
-    """(x, cos, sin, sum) of the rotary embedding whose rotate_half ends in `cat`, or None."""
+def _rope_at(cat: torch.fx.Node) -> _Found | None:
+    """The rotary embedding whose rotate_half ends in `cat`, or None."""
     if not _call(cat, aten.cat.default) or len(cat.args[0]) != 2:
         return None
     neg, first = cat.args[0]
@@ -151,36 +155,21 @@ def _rope_at(cat: torch.fx.Node) -> tuple[torch.fx.Node, torch.fx.Node, torch.fx
         if not isinstance(t, torch.fx.Node) or t_shape is None or t.meta["val"].dtype != dtype or len(t_shape) > len(shape) or not t_shape or \
                 t_shape[-1] != shape[-1] or torch.broadcast_shapes(t_shape, shape) != torch.Size(shape):
             return None
-    assert isinstance(cos, torch.fx.Node) and isinstance(sin, torch.fx.Node)
-    return x, cos, sin, total
+    return total, torch.ops.executorch.rope.default, (x, cos, sin)
 
 
-def fuse_ropes(graph: torch.fx.Graph) -> None:
-    """Each decomposed rotary position embedding in `graph` as one executorch::rope."""
-    for n in list(graph.nodes):
-        found = _rope_at(n)
-        if found is None:
-            continue
-        x, cos, sin, last = found
-        with graph.inserting_before(last):
-            fused = graph.call_function(torch.ops.executorch.rope.default, (x, cos, sin))
-        fused.meta["val"] = torch.empty(_shape(last), dtype=x.meta["val"].dtype, device="meta")
-        last.replace_all_uses_with(fused)
-    graph.eliminate_dead_code()
-
-
-def fuse_rms_norms(graph: torch.fx.Graph) -> None:
-    """Each decomposed RMS norm in `graph` as one executorch::rms_norm."""
-    for n in list(graph.nodes):  # dtype assertions (which lowering skips) would read the pattern's values
+def fuse(graph: torch.fx.Graph) -> None:
+    """Each decomposed RMS norm and rotary embedding in `graph` as one operator."""
+    for n in list(graph.nodes):  # dtype assertions (which lowering skips) would read the patterns' values
         if _call(n, aten._assert_tensor_metadata.default):
             graph.erase_node(n)
     for n in list(graph.nodes):
-        found = _rms_norm_at(n)
+        found = _rms_norm_at(n) or _rope_at(n)
         if found is None:
             continue
-        x, weight, last, eps = found
+        last, target, args = found
         with graph.inserting_before(last):
-            fused = graph.call_function(torch.ops.executorch.rms_norm.default, (x, weight, eps))
-        fused.meta["val"] = torch.empty(_shape(last), dtype=x.meta["val"].dtype, device="meta")
+            fused = graph.call_function(target, args)
+        fused.meta["val"] = torch.empty(_shape(last), dtype=args[0].meta["val"].dtype, device="meta")
         last.replace_all_uses_with(fused)
     graph.eliminate_dead_code()
