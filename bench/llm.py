@@ -1,13 +1,16 @@
 """Generation speed of executorch.llm against transformers' generate, same process, same prompt.
 
-    python bench/llm.py [--hidden 512] [--layers 8] [--heads 8] [--kv-heads 4] [--vocab 32000]
+    python bench/llm.py [--hidden 512] [--intermediate N] [--layers 8] [--heads 8] [--kv-heads 4] [--vocab 32000]
                         [--context 512] [--prompt 128] [--new 64] [--chunk 32]
                         [--dtypes float32,bfloat16,int8_weight_only,int4]
                         [--threads N] [--repeat 3] [--device cpu|cuda] [--bandwidth BYTES_PER_S]
                         [--kernels N]
 
 A random-weight Llama of that shape (LlamaForCausalLM; --hidden 2048 --layers 16 --heads 32 --kv-heads 8
---context 2048 is the 1B-class one). For each dtype: the program from export_llm (max_seq_len =
+--context 2048 is the 1B-class one); --intermediate defaults to Llama's MLP width, 8/3 of --hidden rounded up
+to a multiple of 256 (5632 for hidden 2048, as TinyLlama-1.1B; the unrounded 5461 leaves every MLP
+matrix's rows misaligned, and cuBLAS then reads them at half its bandwidth, ours and transformers'
+alike). For each dtype: the program from export_llm (max_seq_len =
 --context, prefill in chunks of --chunk) run by TextGenerator, and transformers' generate with its
 dynamic cache and with its static cache, eager, all greedy from the same prompt of --prompt tokens
 for --new tokens. Prints prefill milliseconds (the prompt up to the first token) and decode tokens/s
@@ -57,7 +60,8 @@ def llama(args: argparse.Namespace, dtype: torch.dtype) -> torch.nn.Module:
     import_torchvision()  # transformers imports torchvision when it is installed
     import transformers
 
-    config = transformers.LlamaConfig(hidden_size=args.hidden, intermediate_size=args.hidden * 8 // 3,
+    intermediate = args.intermediate or -(-args.hidden * 8 // (3 * 256)) * 256
+    config = transformers.LlamaConfig(hidden_size=args.hidden, intermediate_size=intermediate,
                                       num_hidden_layers=args.layers, num_attention_heads=args.heads,
                                       num_key_value_heads=args.kv_heads, vocab_size=args.vocab,
                                       max_position_embeddings=args.context, initializer_range=0.2)
@@ -106,6 +110,7 @@ def main() -> int:
     parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
     parser.add_argument("--bandwidth", type=float, default=None)
     parser.add_argument("--kernels", type=int, default=0)
+    parser.add_argument("--intermediate", type=int, default=0, help="MLP width (default: Llama's rounding)")
     args = parser.parse_args()
     if args.device == "cuda":
         return on_gpu(args)
