@@ -9,7 +9,9 @@ longer than the prefill chunk (two chunks, the second overlapping the first) and
 
 from __future__ import annotations
 
+import json
 import os
+import random
 import struct
 import subprocess
 from pathlib import Path
@@ -118,6 +120,95 @@ def test_llm_runner_matches_transformers(family: tuple[str, torch.nn.Module, byt
     greedy = _llm_runner(path, "--prompt", "3,1,4", "--max_new_tokens", "12").stdout
     assert _llm_runner(path, "--prompt", "3,1,4", "--max_new_tokens", "12", "--temperature", "1.5",
                        "--top_k", "1").stdout == greedy
+
+
+# Texts the tokenizers are checked on: spaces and tabs in runs, contractions, digits, punctuation,
+# letters and symbols outside ASCII, an added token, and nothing at all.
+TEXTS = ["Hello world", "  two  spaces\tand\ttabs\n\nnew lines ", "it's 2024! don't stop, we'll see.",
+         "h\u00e9llo w\u00f6rld \u2014 na\u00efve caf\u00e9", "emoji \U0001f642 and \u4e2d\u6587\u5b57", "<|endoftext|>after it",
+         "x<|endoftext|>", "", " "]
+
+
+def _trained(kind: str) -> str:
+    """tokenizer.json of a BPE tokenizer of 512 ids trained here: "byte_level" as GPT-2's, "sentencepiece"
+    as Llama 2's (a prepended and replaced space, byte fallback), "metaspace" as Mistral's newer files."""
+    from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
+
+    byte_tokens = [f"<0x{i:02X}>" for i in range(256)]
+    if kind == "byte_level":
+        tok = Tokenizer(models.BPE())
+        tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+        tok.decoder = decoders.ByteLevel()
+        trainer = trainers.BpeTrainer(vocab_size=512, special_tokens=["<|endoftext|>"],
+                                      initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    else:
+        tok = Tokenizer(models.BPE(byte_fallback=True))
+        if kind == "sentencepiece":
+            tok.normalizer = normalizers.Sequence([normalizers.Prepend("\u2581"), normalizers.Replace(" ", "\u2581")])
+            tok.decoder = decoders.Sequence([decoders.Replace("\u2581", " "), decoders.ByteFallback(), decoders.Fuse(),
+                                             decoders.Strip(" ", 1, 0)])
+        else:
+            tok.pre_tokenizer = pre_tokenizers.Metaspace(replacement="\u2581", prepend_scheme="first")
+            tok.decoder = decoders.Metaspace(replacement="\u2581", prepend_scheme="first")
+        trainer = trainers.BpeTrainer(vocab_size=512, special_tokens=["<|endoftext|>", *byte_tokens])
+    rng = random.Random(5)
+    words = ["".join(rng.choice("etaoinshrdlucmfw") for _ in range(rng.randint(1, 8))) for _ in range(400)]
+    corpus = [" ".join(rng.choice(words) for _ in range(12)) for _ in range(200)] + TEXTS
+    tok.train_from_iterator(corpus, trainer)
+    spec = json.loads(tok.to_str())
+    # The byte tokens are vocabulary, as in Llama 2's file, not added tokens matched in the text.
+    spec["added_tokens"] = [a for a in spec["added_tokens"] if a["content"] not in byte_tokens]
+    return json.dumps(spec)
+
+
+@pytest.mark.parametrize("kind", ["byte_level", "sentencepiece", "metaspace"])
+def test_llm_runner_tokenizes_as_the_tokenizers_library(kind: str, tmp_path: Path) -> None:
+    """llm_runner --tokenize gives the ids the tokenizers library gives for every text, and with
+    --prompt_text the generated text is the library's decoding of the ids the runner generates from
+    those ids."""
+    from tokenizers import Tokenizer
+
+    spec = _trained(kind)
+    path = tmp_path / "tokenizer.json"
+    path.write_text(spec)
+    reference = Tokenizer.from_str(spec)
+    for text in TEXTS:
+        done = subprocess.run([os.environ["LLM_RUNNER"], "--tokenizer", str(path), "--tokenize", text],
+                              capture_output=True, text=True, timeout=60)
+        want = reference.encode(text, add_special_tokens=False).ids
+        if not want:
+            assert done.returncode == 0 and done.stdout.strip() == "", (text, done.stdout)
+            continue
+        assert done.returncode == 0, done.stderr
+        assert [int(t) for t in done.stdout.strip().split(",")] == want, (kind, text)
+    pte = tmp_path / "llama.pte"
+    pte.write_bytes(export_llm(_model("llama"), max_seq_len=MAX_LEN, prefill_chunk=CHUNK))
+    prompt = reference.encode(TEXTS[2], add_special_tokens=False).ids
+    ids = _llm_runner(pte, "--prompt", ",".join(map(str, prompt)), "--max_new_tokens", "12").stdout.strip()
+    text = _llm_runner(pte, "--tokenizer", str(path), "--prompt_text", TEXTS[2], "--max_new_tokens", "12")
+    assert text.returncode == 0, text.stderr
+    assert text.stdout[:-1] == reference.decode([int(t) for t in ids.split(",")], skip_special_tokens=False)
+
+
+def test_llm_runner_refuses_tokenizers_it_does_not_read(tmp_path: Path) -> None:
+    """A tokenizer.json it cannot follow is an error naming what, never a wrong tokenization."""
+    spec = json.loads(_trained("byte_level"))
+    cases = {"wordpiece": ({**spec, "model": {"type": "WordPiece", "vocab": {}}}, "model WordPiece is not supported"),
+             "split": ({**spec, "pre_tokenizer": {"type": "Split", "pattern": {"Regex": "\\s+"}, "behavior": "Isolated",
+                                                  "invert": False}}, "pre_tokenizer Split is not supported"),
+             "nfkc": ({**spec, "normalizer": {"type": "NFKC"}}, "normalizer NFKC is not supported")}
+    for name, (bad, message) in cases.items():
+        path = tmp_path / f"{name}.json"
+        path.write_text(json.dumps(bad))
+        done = subprocess.run([os.environ["LLM_RUNNER"], "--tokenizer", str(path), "--tokenize", "hi"],
+                              capture_output=True, text=True, timeout=60)
+        assert done.returncode == 1 and message in done.stderr, (name, done.stderr)
+    for name, text in {"truncated": json.dumps(spec)[:5000], "deep": "[" * 100 + "]" * 100}.items():
+        path = tmp_path / f"{name}.json"
+        path.write_text(text)
+        done = subprocess.run([os.environ["LLM_RUNNER"], "--tokenizer", str(path), "--tokenize", "hi"],
+                              capture_output=True, text=True, timeout=60)
+        assert done.returncode == 1 and "not JSON" in done.stderr, (name, done.stderr)
 
 
 def test_llm_runner_refuses_bad_input(tmp_path: Path) -> None:

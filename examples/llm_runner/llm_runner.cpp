@@ -3,21 +3,27 @@
 //
 //   llm_runner --model_path model.pte --prompt 1,15043,29892 [--max_new_tokens 32]
 //              [--temperature 0] [--top_k K] [--top_p P] [--seed S] [--threads N]
+//   llm_runner --model_path model.pte --tokenizer tokenizer.json --prompt_text "Once upon" [...]
+//   llm_runner --tokenizer tokenizer.json --tokenize "Once upon"
 //
-// Prints the generated ids on stdout, comma-separated, and the prefill time and decode tokens/s on
-// stderr. Greedy at temperature 0 (the default), else sampled from the softmax at that temperature
-// restricted to the top_k tokens and the top_p probability mass. Generation stops after
-// max_new_tokens or where the cache is full. Exit status 0 on success, 1 on an error, 2 on bad usage.
+// Prints the generated ids on stdout, comma-separated, or with --tokenizer and --prompt_text the
+// generated text as it comes, and the prefill time and decode tokens/s on stderr. --tokenize prints
+// the ids of a text and exits (extension/llm/tokenizer says which tokenizer.json files it reads). Greedy at temperature
+// 0 (the default), else sampled from the softmax at that temperature restricted to the top_k tokens and the top_p
+// probability mass. Generation stops after max_new_tokens or where the cache is full. Exit status 0 on success, 1 on an
+// error, 2 on bad usage.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <memory>
 #include <numeric>
 #include <random>
 #include <string>
 #include <vector>
 
 #include <executorch/examples/common/cli.h>
+#include <executorch/extension/llm/tokenizer/tokenizer.h>
 #include <executorch/extension/module/module.h>
 #include <executorch/extension/tensor/tensor.h>
 #include <executorch/extension/threadpool/threadpool.h>
@@ -135,9 +141,11 @@ int64_t pick(const std::vector<float>& logits, Sampling& s) {
 
 int main(int argc, char** argv) {
   constexpr const char* kOptions =
-      "--model_path FILE.pte --prompt ID,ID,... [--max_new_tokens N] [--temperature T]\n"
-      "          [--top_k K] [--top_p P] [--seed S] [--threads N]";
-  std::string model_path;
+      "--model_path FILE.pte (--prompt ID,ID,... | --tokenizer tokenizer.json --prompt_text TEXT)\n"
+      "          [--max_new_tokens N] [--temperature T] [--top_k K] [--top_p P] [--seed S] [--threads N]\n"
+      "       or: --tokenizer tokenizer.json --tokenize TEXT";
+  std::string model_path, tokenizer_path, prompt_text, tokenize;
+  bool text_prompt = false, tokenize_only = false;
   std::vector<int64_t> prompt;
   int64_t max_new_tokens = 32, top_k = 0, seed = 0, threads = 0;
   double temperature = 0, top_p = 1;
@@ -150,6 +158,12 @@ int main(int argc, char** argv) {
       model_path = value;
     } else if (flag == "--prompt") {
       ok = parse_ids(value, prompt);
+    } else if (flag == "--tokenizer") {
+      tokenizer_path = value;
+    } else if (flag == "--prompt_text") {
+      prompt_text = value, text_prompt = true;
+    } else if (flag == "--tokenize") {
+      tokenize = value, tokenize_only = true;
     } else if (flag == "--max_new_tokens") {
       ok = parse_int(value, max_new_tokens) && max_new_tokens >= 0;
     } else if (flag == "--temperature") {
@@ -169,6 +183,26 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "error: %s %s: not a valid value\n", flag.c_str(), value);
       return 2;
     }
+  }
+  std::unique_ptr<executorch::extension::llm::Tokenizer> tokenizer;
+  if (!tokenizer_path.empty()) {
+    std::string error;
+    tokenizer = executorch::extension::llm::Tokenizer::load(tokenizer_path, error);
+    if (tokenizer == nullptr) return std::fprintf(stderr, "error: tokenizer: %s\n", error.c_str()), 1;
+  }
+  if ((text_prompt || tokenize_only) && tokenizer == nullptr) return usage(argv[0], kOptions);
+  if (text_prompt || tokenize_only) {
+    std::string error;
+    if (!prompt.empty() || (text_prompt && tokenize_only)) return usage(argv[0], kOptions);
+    if (!tokenizer->encode(tokenize_only ? tokenize : prompt_text, prompt, error)) {
+      return std::fprintf(stderr, "error: tokenizer: %s\n", error.c_str()), 1;
+    }
+    if (tokenize_only) {
+      for (size_t i = 0; i < prompt.size(); ++i) std::printf(i ? ",%lld" : "%lld", static_cast<long long>(prompt[i]));
+      std::printf("\n");
+      return 0;
+    }
+    if (prompt.empty()) return std::fprintf(stderr, "error: the prompt text has no tokens\n"), 1;
   }
   if (model_path.empty() || prompt.empty()) return usage(argv[0], kOptions);
   if (threads > 0) executorch::extension::threadpool::set_num_threads(static_cast<size_t>(threads));
@@ -217,8 +251,23 @@ int main(int argc, char** argv) {
 
   Sampling sampling{temperature, top_k, top_p, std::mt19937_64(static_cast<uint64_t>(seed))};
   std::vector<int64_t> tokens;
+  std::string printed;  // text mode: the decoded text written so far
+  auto stream = [&](bool last) {
+    if (!text_prompt) return;
+    const std::string text = tokenizer->decode(tokens);
+    // Held back while the text ends in U+FFFD: a character whose bytes are still coming. Written:
+    // what the newest tokens added, or where they changed earlier text, all of it from there.
+    if (!last && text.size() >= 3 && text.compare(text.size() - 3, 3, "\xEF\xBF\xBD") == 0) return;
+    size_t same = 0;
+    while (same < printed.size() && same < text.size() && printed[same] == text[same]) ++same;
+    if (same < printed.size()) std::printf("\n");
+    std::fwrite(text.data() + same, 1, text.size() - same, stdout);
+    std::fflush(stdout);
+    printed = text;
+  };
   for (int64_t position = n; static_cast<int64_t>(tokens.size()) < max_new_tokens;) {
     tokens.push_back(pick(logits, sampling));
+    stream(false);
     if (static_cast<int64_t>(tokens.size()) == max_new_tokens || position >= max_seq_len) break;
     auto out = module.execute("decode", {rt::EValue(*make_tensor_ptr({1, 1}, std::vector<int64_t>{tokens.back()})),
                                          rt::EValue(*make_tensor_ptr({1}, std::vector<int64_t>{position}))});
@@ -227,8 +276,11 @@ int main(int argc, char** argv) {
     ++position;
   }
   const auto done = Clock::now();
+  stream(true);
 
-  for (size_t i = 0; i < tokens.size(); ++i) std::printf(i ? ",%lld" : "%lld", static_cast<long long>(tokens[i]));
+  if (!text_prompt) {
+    for (size_t i = 0; i < tokens.size(); ++i) std::printf(i ? ",%lld" : "%lld", static_cast<long long>(tokens[i]));
+  }
   std::printf("\n");
   const double prefill_ms = std::chrono::duration<double, std::milli>(prefilled - start).count();
   const double decode_s = std::chrono::duration<double>(done - prefilled).count();

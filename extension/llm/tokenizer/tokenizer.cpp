@@ -1,0 +1,501 @@
+#include <executorch/extension/llm/tokenizer/tokenizer.h>
+
+#include <array>
+#include <cstdio>
+#include <fstream>
+#include <limits>
+#include <sstream>
+
+#include <executorch/extension/llm/tokenizer/json.h>
+
+namespace executorch {
+namespace extension {
+namespace llm {
+namespace {
+
+// The code point starting at s[i] and its length in bytes; a stray byte reads as itself.
+uint32_t next_char(const std::string& s, size_t i, size_t* length) {
+  const auto b = [&](size_t k) { return static_cast<unsigned char>(s[i + k]); };
+  const unsigned char c = b(0);
+  size_t n = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xE ? 3 : (c >> 3) == 0x1E ? 4 : 0;
+  for (size_t k = 1; k < n; ++k) {
+    if (i + k >= s.size() || (b(k) & 0xC0) != 0x80) n = 0;
+  }
+  if (n == 0) return *length = 1, c;
+  *length = n;
+  if (n == 1) return c;
+  uint32_t cp = c & (0xFF >> (n + 1));
+  for (size_t k = 1; k < n; ++k) cp = (cp << 6) | (b(k) & 0x3F);
+  return cp;
+}
+
+std::string utf8(uint32_t cp) {
+  std::string out;
+  if (cp < 0x80) {
+    out += static_cast<char>(cp);
+  } else if (cp < 0x800) {
+    out += static_cast<char>(0xC0 | (cp >> 6)), out += static_cast<char>(0x80 | (cp & 0x3F));
+  } else {
+    out += static_cast<char>(0xE0 | (cp >> 12)), out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
+    out += static_cast<char>(0x80 | (cp & 0x3F));
+  }
+  return out;
+}
+
+// GPT-2's map of bytes to printable characters (its tokens are strings of these), and back.
+struct ByteMap {
+  std::array<std::string, 256> to_char;
+  std::unordered_map<uint32_t, unsigned char> to_byte;
+  ByteMap() {
+    uint32_t extra = 256;
+    for (uint32_t b = 0; b < 256; ++b) {
+      const bool printable = (b >= 33 && b <= 126) || (b >= 161 && b <= 172) || (b >= 174 && b <= 255);
+      const uint32_t cp = printable ? b : extra++;
+      to_char[b] = utf8(cp);
+      to_byte[cp] = static_cast<unsigned char>(b);
+    }
+  }
+};
+const ByteMap& byte_map() {
+  static const ByteMap map;
+  return map;
+}
+
+bool is_space(uint32_t c) {
+  return c == ' ' || (c >= 9 && c <= 13) || c == 0x85 || c == 0xA0 || c == 0x1680 || (c >= 0x2000 && c <= 0x200A) ||
+         c == 0x2028 || c == 0x2029 || c == 0x202F || c == 0x205F || c == 0x3000;
+}
+bool is_number(uint32_t c) {
+  return (c >= '0' && c <= '9') || c == 0xB2 || c == 0xB3 || c == 0xB9 || (c >= 0xBC && c <= 0xBE) ||
+         (c >= 0x660 && c <= 0x669) || (c >= 0x6F0 && c <= 0x6F9) || (c >= 0x966 && c <= 0x96F) ||
+         (c >= 0x2070 && c <= 0x2089) || (c >= 0x2150 && c <= 0x2189) || (c >= 0x2460 && c <= 0x249B) ||
+         (c >= 0xFF10 && c <= 0xFF19);
+}
+// Letters: ASCII's, and outside ASCII whatever is not a space, a number, a combining mark or in the
+// common punctuation and symbol blocks.
+bool is_letter(uint32_t c) {
+  if (c < 0x80) return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
+  if (is_space(c) || is_number(c)) return false;
+  if (c < 0xC0) return c == 0xAA || c == 0xB5 || c == 0xBA;
+  if (c == 0xD7 || c == 0xF7 || (c >= 0x300 && c <= 0x36F)) return false;
+  const uint32_t other[][2] = {{0x2000, 0x2BFF}, {0x2E00, 0x2E7F}, {0x3000, 0x303F}, {0xFE30, 0xFE4F},
+                               {0xFF01, 0xFF0F}, {0xFF1A, 0xFF20}, {0xFF3B, 0xFF40}, {0xFF5B, 0xFF65},
+                               {0x1F000, 0x1FAFF}};
+  for (const auto& r : other) {
+    if (c >= r[0] && c <= r[1]) return false;
+  }
+  return true;
+}
+
+// GPT-2's pre-tokenizer pattern, 's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+,
+// as the regex engine matches it (the first alternative that matches, each as long as it can).
+std::vector<std::string> gpt2_split(const std::string& s) {
+  std::vector<uint32_t> cps;
+  std::vector<size_t> at;  // byte offset of each code point, and the end
+  for (size_t i = 0, n = 0; i < s.size(); i += n) at.push_back(i), cps.push_back(next_char(s, i, &n));
+  at.push_back(s.size());
+  const size_t count = cps.size();
+  auto run = [&](size_t i, bool (*in)(uint32_t)) {
+    while (i < count && in(cps[i])) ++i;
+    return i;
+  };
+  auto other = [](uint32_t c) { return !is_space(c) && !is_letter(c) && !is_number(c); };
+  std::vector<std::string> pieces;
+  for (size_t i = 0; i < count;) {
+    size_t end = i;
+    if (cps[i] == '\'' && i + 1 < count) {
+      const uint32_t a = cps[i + 1], b = i + 2 < count ? cps[i + 2] : 0;
+      if ((a == 'r' && b == 'e') || (a == 'v' && b == 'e') || (a == 'l' && b == 'l')) {
+        end = i + 3;
+      } else if (a == 's' || a == 't' || a == 'm' || a == 'd') {
+        end = i + 2;
+      }
+    }
+    const size_t from = cps[i] == ' ' ? i + 1 : i;  // the optional leading space
+    for (bool (*cls)(uint32_t) : {is_letter, is_number, static_cast<bool (*)(uint32_t)>(other)}) {
+      if (end == i && from < count && cls(cps[from])) end = run(from, cls);
+    }
+    if (end == i) {  // whitespace: all of it at the end, else all but the last before a non-space
+      const size_t stop = run(i, is_space);
+      end = stop == count || stop - i == 1 ? stop : stop - 1;
+    }
+    pieces.push_back(s.substr(at[i], at[end] - at[i]));
+    i = end;
+  }
+  return pieces;
+}
+
+// The length of the valid UTF-8 character at s[i], or 0 with *prefix the bytes of the longest
+// start of one there (at least 1).
+size_t valid_char(const std::string& s, size_t i, size_t* prefix) {
+  const auto b = [&](size_t k) { return static_cast<unsigned char>(s[i + k]); };
+  const unsigned char c = b(0);
+  if (c < 0x80) return 1;
+  size_t n = 0;
+  unsigned char lo = 0x80, hi = 0xBF;
+  if (c >= 0xC2 && c <= 0xDF) n = 2;
+  if (c >= 0xE0 && c <= 0xEF) n = 3, lo = c == 0xE0 ? 0xA0 : 0x80, hi = c == 0xED ? 0x9F : 0xBF;
+  if (c >= 0xF0 && c <= 0xF4) n = 4, lo = c == 0xF0 ? 0x90 : 0x80, hi = c == 0xF4 ? 0x8F : 0xBF;
+  size_t k = 1;
+  while (n > 0 && k < n && i + k < s.size() && b(k) >= (k == 1 ? lo : 0x80) && b(k) <= (k == 1 ? hi : 0xBF)) ++k;
+  if (n > 0 && k == n) return n;
+  *prefix = k;
+  return 0;
+}
+
+// `bytes` as UTF-8 with each invalid stretch (the longest start of a character, or one byte) as
+// U+FFFD, as Rust's from_utf8_lossy (the tokenizers library's byte-level decoding) writes it.
+std::string lossy_utf8(const std::string& bytes) {
+  std::string out;
+  for (size_t i = 0, prefix = 0; i < bytes.size();) {
+    if (const size_t n = valid_char(bytes, i, &prefix)) {
+      out.append(bytes, i, n), i += n;
+    } else {
+      out += "\xEF\xBF\xBD", i += prefix;
+    }
+  }
+  return out;
+}
+
+bool valid_utf8(const std::string& bytes) {
+  size_t prefix = 0;
+  for (size_t i = 0, n = 0; i < bytes.size(); i += n) {
+    if ((n = valid_char(bytes, i, &prefix)) == 0) return false;
+  }
+  return true;
+}
+
+void replace_all(std::string& s, const std::string& from, const std::string& to) {
+  if (from.empty()) return;
+  for (size_t at = s.find(from); at != std::string::npos; at = s.find(from, at + to.size())) {
+    s.replace(at, from.size(), to);
+  }
+}
+
+const std::string* text_of(const Json* j) { return j != nullptr && j->is(Json::Kind::String) ? &j->string : nullptr; }
+
+}  // namespace
+
+std::unique_ptr<Tokenizer> Tokenizer::load(const std::string& path, std::string& error) {
+  std::ifstream file(path, std::ios::binary);
+  if (!file) return error = "cannot read " + path, nullptr;
+  std::ostringstream text;
+  text << file.rdbuf();
+  Json root;
+  if (!parse_json(text.str(), root, error)) return error = path + ": not JSON: " + error, nullptr;
+  std::unique_ptr<Tokenizer> t(new Tokenizer());
+  if (!t->read(root, error)) return error = path + ": " + error, nullptr;
+  return t;
+}
+
+bool Tokenizer::read_steps(const Json* node, const char* what, std::vector<Step>& out, std::string& error) const {
+  if (node == nullptr || node->is(Json::Kind::Null)) return true;
+  const std::string* type = text_of(node->get("type"));
+  if (type == nullptr) return error = std::string(what) + " without a type", false;
+  if (*type == "Sequence") {
+    const Json* list = node->get(std::string(what) == "normalizer" ? "normalizers"
+                                 : std::string(what) == "decoder"  ? "decoders"
+                                                                   : "pretokenizers");
+    if (list == nullptr || !list->is(Json::Kind::Array)) return error = std::string(what) + ": Sequence without a list", false;
+    for (const Json& item : list->items) {
+      if (!read_steps(&item, what, out, error)) return false;
+    }
+    return true;
+  }
+  Step step{};
+  const Json* flag = nullptr;
+  if (*type == "Prepend" && text_of(node->get("prepend"))) {
+    step.kind = Step::Kind::Prepend, step.a = *text_of(node->get("prepend"));
+  } else if (*type == "Replace" && node->get("pattern") && text_of(node->get("pattern")->get("String")) &&
+             text_of(node->get("content"))) {
+    step.kind = Step::Kind::Replace, step.a = *text_of(node->get("pattern")->get("String"));
+    step.b = *text_of(node->get("content"));
+  } else if (*type == "ByteLevel") {
+    step.kind = Step::Kind::ByteLevel;
+    if ((flag = node->get("add_prefix_space")) && flag->is(Json::Kind::Bool)) step.flag = flag->boolean;
+    if ((flag = node->get("use_regex")) && flag->is(Json::Kind::Bool)) step.use_regex = flag->boolean;
+  } else if (*type == "Metaspace" && text_of(node->get("replacement"))) {
+    step.kind = Step::Kind::Metaspace, step.a = *text_of(node->get("replacement"));
+    if (const std::string* scheme = text_of(node->get("prepend_scheme"))) {
+      step.prepend = *scheme != "never", step.flag = *scheme == "first";
+    } else if ((flag = node->get("add_prefix_space")) && flag->is(Json::Kind::Bool)) {
+      step.prepend = flag->boolean;
+    }
+    if ((flag = node->get("split")) && flag->is(Json::Kind::Bool)) step.split = flag->boolean;
+  } else if (*type == "ByteFallback") {
+    step.kind = Step::Kind::ByteFallback;
+  } else if (*type == "Fuse") {
+    step.kind = Step::Kind::Fuse;
+  } else if (*type == "Strip" && text_of(node->get("content"))) {
+    step.kind = Step::Kind::Strip, step.a = *text_of(node->get("content"));
+    if ((flag = node->get("start")) && flag->is(Json::Kind::Number)) step.start = static_cast<int64_t>(flag->number);
+    if ((flag = node->get("stop")) && flag->is(Json::Kind::Number)) step.stop = static_cast<int64_t>(flag->number);
+  } else {
+    return error = std::string(what) + " " + *type + " is not supported", false;
+  }
+  out.push_back(step);
+  return true;
+}
+
+bool Tokenizer::read(const Json& root, std::string& error) {
+  const Json* model = root.get("model");
+  const std::string* type = model ? text_of(model->get("type")) : nullptr;
+  if (model == nullptr || (type != nullptr && *type != "BPE")) {
+    return error = "model " + (type ? *type : std::string("(none)")) + " is not supported (BPE only)", false;
+  }
+  const Json* vocab = model->get("vocab");
+  const Json* merges = model->get("merges");
+  if (vocab == nullptr || !vocab->is(Json::Kind::Object) || merges == nullptr || !merges->is(Json::Kind::Array)) {
+    return error = "model: BPE without vocab or merges", false;
+  }
+  for (const char* unsupported : {"continuing_subword_prefix", "end_of_word_suffix"}) {
+    const Json* v = model->get(unsupported);
+    if (v != nullptr && !v->is(Json::Kind::Null) && !(v->is(Json::Kind::String) && v->string.empty())) {
+      return error = std::string("model: ") + unsupported + " is not supported", false;
+    }
+  }
+  constexpr double kMaxId = 1 << 24;
+  for (const auto& [token, id] : vocab->members) {
+    if (!id.is(Json::Kind::Number) || id.number < 0 || id.number >= kMaxId || id.number != static_cast<int64_t>(id.number)) {
+      return error = "model: the id of \"" + token + "\" is not an id", false;
+    }
+    const auto i = static_cast<int64_t>(id.number);
+    vocab_[token] = i;
+    if (static_cast<size_t>(i) >= tokens_.size()) tokens_.resize(static_cast<size_t>(i) + 1);
+    tokens_[static_cast<size_t>(i)] = token;
+  }
+  for (size_t rank = 0; rank < merges->items.size(); ++rank) {
+    const Json& m = merges->items[rank];
+    std::string a, b;
+    if (m.is(Json::Kind::String) && m.string.find(' ') != std::string::npos) {
+      a = m.string.substr(0, m.string.find(' ')), b = m.string.substr(m.string.find(' ') + 1);
+    } else if (m.is(Json::Kind::Array) && m.items.size() == 2 && text_of(&m.items[0]) && text_of(&m.items[1])) {
+      a = m.items[0].string, b = m.items[1].string;
+    } else {
+      return error = "model: merge " + std::to_string(rank) + " is neither \"a b\" nor [a, b]", false;
+    }
+    ranks_.emplace(a + '\x01' + b, static_cast<int64_t>(rank));
+  }
+  const Json* flag = model->get("byte_fallback");
+  byte_fallback_ = flag != nullptr && flag->is(Json::Kind::Bool) && flag->boolean;
+  if (const std::string* unk = text_of(model->get("unk_token")); unk && vocab_.count(*unk)) unk_ = vocab_[*unk];
+  if (const Json* added = root.get("added_tokens"); added != nullptr && added->is(Json::Kind::Array)) {
+    for (const Json& a : added->items) {
+      const Json* id = a.get("id");
+      const std::string* content = text_of(a.get("content"));
+      if (id == nullptr || !id->is(Json::Kind::Number) || content == nullptr || content->empty() || id->number < 0 ||
+          id->number >= kMaxId) {
+        return error = "added_tokens: an entry without id or content", false;
+      }
+      const auto i = static_cast<int64_t>(id->number);
+      added_.push_back({*content, i});
+      if (static_cast<size_t>(i) >= tokens_.size()) tokens_.resize(static_cast<size_t>(i) + 1);
+      tokens_[static_cast<size_t>(i)] = *content;
+    }
+  }
+  if (!read_steps(root.get("normalizer"), "normalizer", normalizer_, error) ||
+      !read_steps(root.get("pre_tokenizer"), "pre_tokenizer", pre_tokenizer_, error) ||
+      !read_steps(root.get("decoder"), "decoder", decoder_, error)) {
+    return false;
+  }
+  for (const Step& s : normalizer_) {
+    if (s.kind != Step::Kind::Prepend && s.kind != Step::Kind::Replace) return error = "normalizer: unsupported step", false;
+  }
+  for (const Step& s : pre_tokenizer_) {
+    if (s.kind != Step::Kind::ByteLevel && s.kind != Step::Kind::Metaspace) {
+      return error = "pre_tokenizer: unsupported step", false;
+    }
+    byte_level_ |= s.kind == Step::Kind::ByteLevel;
+  }
+  return true;
+}
+
+std::vector<std::string> Tokenizer::pre_tokenize(std::string text, bool first) const {
+  for (const Step& s : normalizer_) {
+    if (s.kind == Step::Kind::Prepend && !text.empty()) text = s.a + text;
+    if (s.kind == Step::Kind::Replace) replace_all(text, s.a, s.b);
+  }
+  std::vector<std::string> pieces{text};
+  for (const Step& s : pre_tokenizer_) {
+    std::vector<std::string> next;
+    for (std::string piece : pieces) {
+      if (s.kind == Step::Kind::Metaspace) {
+        replace_all(piece, " ", s.a);
+        if (s.prepend && (!s.flag || first) && piece.compare(0, s.a.size(), s.a) != 0) piece = s.a + piece;
+        if (!s.split) {
+          next.push_back(piece);
+          continue;
+        }
+        size_t start = 0;
+        for (size_t at = piece.find(s.a, 1); at != std::string::npos; at = piece.find(s.a, at + s.a.size())) {
+          next.push_back(piece.substr(start, at - start));
+          start = at;
+        }
+        next.push_back(piece.substr(start));
+      } else {  // ByteLevel
+        if (s.flag && piece.compare(0, 1, " ") != 0) piece = " " + piece;
+        for (const std::string& word : s.use_regex ? gpt2_split(piece) : std::vector<std::string>{piece}) {
+          std::string mapped;
+          for (unsigned char c : word) mapped += byte_map().to_char[c];
+          next.push_back(mapped);
+        }
+      }
+    }
+    pieces.swap(next);
+  }
+  return pieces;
+}
+
+bool Tokenizer::bpe(const std::string& word, std::vector<int64_t>& ids, std::string& error) const {
+  if (word.empty()) return true;
+  std::vector<std::string> symbols;
+  for (size_t i = 0, n = 0; i < word.size(); i += n) {
+    next_char(word, i, &n);
+    symbols.push_back(word.substr(i, n));
+  }
+  // The adjacent pair of lowest rank merges first (the leftmost of equal ones), until none has one.
+  while (symbols.size() > 1) {
+    int64_t best = std::numeric_limits<int64_t>::max();
+    size_t at = 0;
+    for (size_t i = 0; i + 1 < symbols.size(); ++i) {
+      const auto it = ranks_.find(symbols[i] + '\x01' + symbols[i + 1]);
+      if (it != ranks_.end() && it->second < best) best = it->second, at = i;
+    }
+    if (best == std::numeric_limits<int64_t>::max()) break;
+    symbols[at] += symbols[at + 1];
+    symbols.erase(symbols.begin() + static_cast<long>(at) + 1);
+  }
+  for (const std::string& s : symbols) {
+    if (const auto it = vocab_.find(s); it != vocab_.end()) {
+      ids.push_back(it->second);
+    } else if (byte_fallback_) {
+      for (unsigned char c : s) {
+        char name[8];
+        std::snprintf(name, sizeof(name), "<0x%02X>", c);
+        const auto b = vocab_.find(name);
+        if (b == vocab_.end()) return error = std::string("no token for byte ") + name, false;
+        ids.push_back(b->second);
+      }
+    } else if (unk_ >= 0) {
+      ids.push_back(unk_);
+    } else {
+      return error = "no token for \"" + s + "\" (no byte fallback, no unk_token)", false;
+    }
+  }
+  return true;
+}
+
+bool Tokenizer::encode(const std::string& text, std::vector<int64_t>& ids, std::string& error) const {
+  ids.clear();
+  size_t start = 0;
+  auto flush = [&](size_t end) {  // "first" is the piece at the start of the text (Metaspace's scheme)
+    for (const std::string& word : end > start ? pre_tokenize(text.substr(start, end - start), start == 0)
+                                               : std::vector<std::string>{}) {
+      if (!bpe(word, ids, error)) return false;
+    }
+    return true;
+  };
+  for (size_t i = 0; i < text.size();) {
+    const Added* match = nullptr;
+    for (const Added& a : added_) {
+      if ((!match || a.content.size() > match->content.size()) && text.compare(i, a.content.size(), a.content) == 0) {
+        match = &a;
+      }
+    }
+    if (match == nullptr) {
+      ++i;
+      continue;
+    }
+    if (!flush(i)) return false;
+    ids.push_back(match->id);
+    i += match->content.size();
+    start = i;
+  }
+  return flush(text.size());
+}
+
+std::string Tokenizer::decode(const std::vector<int64_t>& ids) const {
+  std::vector<std::string> tokens;
+  for (int64_t id : ids) {
+    if (id >= 0 && static_cast<size_t>(id) < tokens_.size()) tokens.push_back(tokens_[static_cast<size_t>(id)]);
+  }
+  for (const Step& s : decoder_) {
+    switch (s.kind) {
+      case Step::Kind::ByteLevel: {
+        std::string joined, bytes;
+        for (const std::string& t : tokens) joined += t;
+        for (size_t i = 0, n = 0; i < joined.size(); i += n) {
+          const auto it = byte_map().to_byte.find(next_char(joined, i, &n));
+          bytes += it != byte_map().to_byte.end() ? std::string(1, static_cast<char>(it->second)) : joined.substr(i, n);
+        }
+        tokens = {lossy_utf8(bytes)};
+        break;
+      }
+      case Step::Kind::Metaspace:
+        for (size_t i = 0; i < tokens.size(); ++i) {
+          replace_all(tokens[i], s.a, " ");
+          if (i == 0 && s.prepend && tokens[i].compare(0, 1, " ") == 0) tokens[i].erase(0, 1);
+        }
+        break;
+      case Step::Kind::Replace:
+        for (std::string& t : tokens) replace_all(t, s.a, s.b);
+        break;
+      case Step::Kind::ByteFallback: {
+        // Runs of "<0xAB>" tokens are their bytes where those are UTF-8, else one U+FFFD per byte
+        // (no sscanf: newer glibc headers redirect it past GLIBC_2.34).
+        auto hex = [](char c) { return c >= '0' && c <= '9' ? c - '0' : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1; };
+        auto byte_of = [&](const std::string& t) {
+          return t.size() == 6 && t.compare(0, 3, "<0x") == 0 && t[5] == '>' && hex(t[3]) >= 0 && hex(t[4]) >= 0
+                     ? hex(t[3]) * 16 + hex(t[4])
+                     : -1;
+        };
+        std::vector<std::string> out;
+        std::string run;
+        size_t run_length = 0;
+        auto flush = [&] {
+          if (run_length == 0) return;
+          if (valid_utf8(run)) {
+            out.push_back(run);
+          } else {
+            for (size_t k = 0; k < run_length; ++k) out.push_back("\xEF\xBF\xBD");
+          }
+          run.clear(), run_length = 0;
+        };
+        for (const std::string& t : tokens) {
+          if (const int value = byte_of(t); value >= 0) {
+            run += static_cast<char>(value), ++run_length;
+          } else {
+            flush();
+            out.push_back(t);
+          }
+        }
+        flush();
+        tokens.swap(out);
+        break;
+      }
+      case Step::Kind::Fuse: {
+        std::string joined;
+        for (const std::string& t : tokens) joined += t;
+        tokens = {joined};
+        break;
+      }
+      case Step::Kind::Strip:
+        for (std::string& t : tokens) {
+          for (int64_t k = 0; k < s.start && t.compare(0, s.a.size(), s.a) == 0; ++k) t.erase(0, s.a.size());
+          for (int64_t k = 0; k < s.stop && t.size() >= s.a.size() && t.compare(t.size() - s.a.size(), s.a.size(), s.a) == 0;
+               ++k) {
+            t.erase(t.size() - s.a.size());
+          }
+        }
+        break;
+      default: break;
+    }
+  }
+  std::string out;
+  for (const std::string& t : tokens) out += t;
+  return out;
+}
+
+}  // namespace llm
+}  // namespace extension
+}  // namespace executorch
