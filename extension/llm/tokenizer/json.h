@@ -17,7 +17,7 @@ struct Json {
   bool boolean = false;
   double number = 0;
   std::string string;
-  std::vector<Json> items;                             // Array
+  std::vector<Json> items;                            // Array
   std::vector<std::pair<std::string, Json>> members;  // Object, in document order
 
   // The member `key` of an object (nullptr where absent, or where this is no object).

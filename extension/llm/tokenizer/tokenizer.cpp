@@ -78,9 +78,9 @@ bool is_letter(uint32_t c) {
   if (is_space(c) || is_number(c)) return false;
   if (c < 0xC0) return c == 0xAA || c == 0xB5 || c == 0xBA;
   if (c == 0xD7 || c == 0xF7 || (c >= 0x300 && c <= 0x36F)) return false;
-  const uint32_t other[][2] = {{0x2000, 0x2BFF}, {0x2E00, 0x2E7F}, {0x3000, 0x303F}, {0xFE30, 0xFE4F},
-                               {0xFF01, 0xFF0F}, {0xFF1A, 0xFF20}, {0xFF3B, 0xFF40}, {0xFF5B, 0xFF65},
-                               {0x1F000, 0x1FAFF}};
+  const uint32_t other[][2] = {{0x2000, 0x2BFF}, {0x2E00, 0x2E7F}, {0x3000, 0x303F},
+                               {0xFE30, 0xFE4F}, {0xFF01, 0xFF0F}, {0xFF1A, 0xFF20},
+                               {0xFF3B, 0xFF40}, {0xFF5B, 0xFF65}, {0x1F000, 0x1FAFF}};
   for (const auto& r : other) {
     if (c >= r[0] && c <= r[1]) return false;
   }
@@ -165,6 +165,68 @@ bool valid_utf8(const std::string& bytes) {
   return true;
 }
 
+// The split pattern of Llama 3's and Qwen2's files (tiktoken's), as the regex engine matches it:
+// (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,D}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|
+// \s+(?!\S)|\s+ with D = `digits` (3 for Llama 3; Qwen2's \p{N} is 1).
+std::vector<std::string> tiktoken_split(const std::string& s, size_t digits) {
+  std::vector<uint32_t> cps;
+  std::vector<size_t> at;
+  for (size_t i = 0, n = 0; i < s.size(); i += n) at.push_back(i), cps.push_back(next_char(s, i, &n));
+  at.push_back(s.size());
+  const size_t count = cps.size();
+  auto run = [&](size_t i, bool (*in)(uint32_t)) {
+    while (i < count && in(cps[i])) ++i;
+    return i;
+  };
+  auto other = [](uint32_t c) { return !is_space(c) && !is_letter(c) && !is_number(c); };
+  auto newline = [](uint32_t c) { return c == '\r' || c == '\n'; };
+  auto lower = [](uint32_t c) { return c >= 'A' && c <= 'Z' ? c + 32 : c; };
+  std::vector<std::string> pieces;
+  for (size_t i = 0; i < count;) {
+    size_t end = i;
+    if (cps[i] == '\'' && i + 1 < count) {
+      const uint32_t a = lower(cps[i + 1]), b = i + 2 < count ? lower(cps[i + 2]) : 0;
+      if ((a == 'r' && b == 'e') || (a == 'v' && b == 'e') || (a == 'l' && b == 'l')) {
+        end = i + 3;
+      } else if (a == 's' || a == 't' || a == 'm' || a == 'd') {
+        end = i + 2;
+      }
+    }
+    if (end == i) {  // one character that is no newline, letter or number, then letters
+      const size_t from = !is_letter(cps[i]) && !newline(cps[i]) && !is_number(cps[i]) && i + 1 < count ? i + 1 : i;
+      if (is_letter(cps[from])) end = run(from, is_letter);
+    }
+    if (end == i && is_number(cps[i])) end = std::min(run(i, is_number), i + digits);
+    if (end == i) {
+      const size_t from = cps[i] == ' ' && i + 1 < count ? i + 1 : i;
+      if (other(cps[from])) {
+        end = run(from, static_cast<bool (*)(uint32_t)>(other));
+        while (end < count && newline(cps[end])) ++end;
+      }
+    }
+    if (end == i) {  // whitespace: up to its last newline; else as GPT-2's pattern
+      const size_t stop = run(i, is_space);
+      for (size_t k = i; k < stop; ++k) {
+        if (newline(cps[k])) end = k + 1;
+      }
+      if (end == i) end = stop == count || stop - i == 1 ? stop : stop - 1;
+    }
+    pieces.push_back(s.substr(at[i], at[end] - at[i]));
+    i = end;
+  }
+  return pieces;
+}
+
+// The split patterns a Split pre-tokenizer may name, and the digits each groups.
+const std::pair<const char*, size_t> kSplitPatterns[] = {
+    {"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|"
+     "\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+",
+     3},
+    {"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|"
+     "\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+",
+     1},
+};
+
 void replace_all(std::string& s, const std::string& from, const std::string& to) {
   if (from.empty()) return;
   for (size_t at = s.find(from); at != std::string::npos; at = s.find(from, at + to.size())) {
@@ -196,7 +258,8 @@ bool Tokenizer::read_steps(const Json* node, const char* what, std::vector<Step>
     const Json* list = node->get(std::string(what) == "normalizer" ? "normalizers"
                                  : std::string(what) == "decoder"  ? "decoders"
                                                                    : "pretokenizers");
-    if (list == nullptr || !list->is(Json::Kind::Array)) return error = std::string(what) + ": Sequence without a list", false;
+    if (list == nullptr || !list->is(Json::Kind::Array))
+      return error = std::string(what) + ": Sequence without a list", false;
     for (const Json& item : list->items) {
       if (!read_steps(&item, what, out, error)) return false;
     }
@@ -222,6 +285,21 @@ bool Tokenizer::read_steps(const Json* node, const char* what, std::vector<Step>
       step.prepend = flag->boolean;
     }
     if ((flag = node->get("split")) && flag->is(Json::Kind::Bool)) step.split = flag->boolean;
+  } else if (*type == "Split") {
+    const Json* pattern = node->get("pattern");
+    const std::string* regex = pattern ? text_of(pattern->get("Regex")) : nullptr;
+    const std::string* behavior = text_of(node->get("behavior"));
+    const Json* invert = node->get("invert");
+    step.kind = Step::Kind::Split;
+    for (const auto& [known, digits] : kSplitPatterns) {
+      if (regex != nullptr && *regex == known) step.start = static_cast<int64_t>(digits);
+    }
+    if (step.start == 0 || behavior == nullptr || *behavior != "Isolated" ||
+        (invert != nullptr && invert->is(Json::Kind::Bool) && invert->boolean)) {
+      return error = "pre_tokenizer Split is not supported with this pattern (Llama 3's and Qwen2's only)", false;
+    }
+  } else if (*type == "NFC") {
+    step.kind = Step::Kind::Nfc;
   } else if (*type == "ByteFallback") {
     step.kind = Step::Kind::ByteFallback;
   } else if (*type == "Fuse") {
@@ -256,7 +334,8 @@ bool Tokenizer::read(const Json& root, std::string& error) {
   }
   constexpr double kMaxId = 1 << 24;
   for (const auto& [token, id] : vocab->members) {
-    if (!id.is(Json::Kind::Number) || id.number < 0 || id.number >= kMaxId || id.number != static_cast<int64_t>(id.number)) {
+    if (!id.is(Json::Kind::Number) || id.number < 0 || id.number >= kMaxId ||
+        id.number != static_cast<int64_t>(id.number)) {
       return error = "model: the id of \"" + token + "\" is not an id", false;
     }
     const auto i = static_cast<int64_t>(id.number);
@@ -299,10 +378,13 @@ bool Tokenizer::read(const Json& root, std::string& error) {
     return false;
   }
   for (const Step& s : normalizer_) {
-    if (s.kind != Step::Kind::Prepend && s.kind != Step::Kind::Replace) return error = "normalizer: unsupported step", false;
+    if (s.kind != Step::Kind::Prepend && s.kind != Step::Kind::Replace && s.kind != Step::Kind::Nfc) {
+      return error = "normalizer: unsupported step", false;
+    }
+    nfc_ |= s.kind == Step::Kind::Nfc;
   }
   for (const Step& s : pre_tokenizer_) {
-    if (s.kind != Step::Kind::ByteLevel && s.kind != Step::Kind::Metaspace) {
+    if (s.kind != Step::Kind::ByteLevel && s.kind != Step::Kind::Metaspace && s.kind != Step::Kind::Split) {
       return error = "pre_tokenizer: unsupported step", false;
     }
     byte_level_ |= s.kind == Step::Kind::ByteLevel;
@@ -319,7 +401,9 @@ std::vector<std::string> Tokenizer::pre_tokenize(std::string text, bool first) c
   for (const Step& s : pre_tokenizer_) {
     std::vector<std::string> next;
     for (std::string piece : pieces) {
-      if (s.kind == Step::Kind::Metaspace) {
+      if (s.kind == Step::Kind::Split) {
+        for (std::string& p : tiktoken_split(piece, static_cast<size_t>(s.start))) next.push_back(std::move(p));
+      } else if (s.kind == Step::Kind::Metaspace) {
         replace_all(piece, " ", s.a);
         if (s.prepend && (!s.flag || first) && piece.compare(0, s.a.size(), s.a) != 0) piece = s.a + piece;
         if (!s.split) {
@@ -387,10 +471,14 @@ bool Tokenizer::bpe(const std::string& word, std::vector<int64_t>& ids, std::str
 
 bool Tokenizer::encode(const std::string& text, std::vector<int64_t>& ids, std::string& error) const {
   ids.clear();
+  // NFC leaves ASCII as it is; composing other text is not implemented, so it is refused.
+  for (unsigned char c : text) {
+    if (nfc_ && c >= 0x80) return error = "normalizer NFC: text outside ASCII is not supported", false;
+  }
   size_t start = 0;
   auto flush = [&](size_t end) {  // "first" is the piece at the start of the text (Metaspace's scheme)
-    for (const std::string& word : end > start ? pre_tokenize(text.substr(start, end - start), start == 0)
-                                               : std::vector<std::string>{}) {
+    for (const std::string& word :
+         end > start ? pre_tokenize(text.substr(start, end - start), start == 0) : std::vector<std::string>{}) {
       if (!bpe(word, ids, error)) return false;
     }
     return true;
@@ -482,8 +570,8 @@ std::string Tokenizer::decode(const std::vector<int64_t>& ids) const {
       case Step::Kind::Strip:
         for (std::string& t : tokens) {
           for (int64_t k = 0; k < s.start && t.compare(0, s.a.size(), s.a) == 0; ++k) t.erase(0, s.a.size());
-          for (int64_t k = 0; k < s.stop && t.size() >= s.a.size() && t.compare(t.size() - s.a.size(), s.a.size(), s.a) == 0;
-               ++k) {
+          for (int64_t k = 0;
+               k < s.stop && t.size() >= s.a.size() && t.compare(t.size() - s.a.size(), s.a.size(), s.a) == 0; ++k) {
             t.erase(t.size() - s.a.size());
           }
         }

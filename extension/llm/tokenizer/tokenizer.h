@@ -3,15 +3,18 @@
 // Text to token ids and back from a Hugging Face tokenizer.json, for llm_runner. What it reads:
 //
 // - model: BPE (vocab, merges as "a b" strings or [a, b] pairs, byte_fallback, unk_token);
-// - normalizer: none, Prepend, Replace (of a string), or a Sequence of those;
-// - pre_tokenizer: none, ByteLevel (GPT-2's split pattern; outside ASCII, letters and numbers are
-//   told apart from spaces and punctuation by a table of the common Unicode ranges), Metaspace, or
-//   a Sequence of those;
+// - normalizer: none, Prepend, Replace (of a string), NFC (on ASCII text, which it leaves as it is;
+//   other text is refused), or a Sequence of those;
+// - pre_tokenizer: none, ByteLevel (GPT-2's split pattern), Split with Llama 3's or Qwen2's pattern
+//   (Isolated), Metaspace, or a Sequence of those. The patterns are matched by hand: outside ASCII,
+//   letters and numbers are told apart from spaces and punctuation by a table of the common
+//   Unicode ranges;
 // - decoder: ByteLevel, Metaspace, or a Sequence of Replace, ByteFallback, Fuse and Strip;
 // - added_tokens: matched verbatim in the text before anything else.
 //
-// Anything else (WordPiece and Unigram models, Split pre-tokenizers with their own patterns as in
-// Llama 3 and Qwen2, Unicode normalization forms) is refused at load with a message naming it.
+// Anything else (WordPiece and Unigram models, other split patterns, other Unicode normalization
+// forms) is refused at load with a message naming it. encode() adds no special tokens: write
+// Llama 3's "<|begin_of_text|>" into the text where the model wants it.
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -38,14 +41,14 @@ class Tokenizer {
 
  private:
   struct Step {
-    enum class Kind { Prepend, Replace, ByteLevel, Metaspace, ByteFallback, Fuse, Strip };
+    enum class Kind { Prepend, Replace, Nfc, ByteLevel, Metaspace, Split, ByteFallback, Fuse, Strip };
     Kind kind;
-    std::string a, b;      // Prepend: a; Replace: a -> b; Metaspace: a (the replacement)
-    bool flag = false;     // ByteLevel: add_prefix_space; Metaspace: prepend only to the first piece
-    bool use_regex = true;  // ByteLevel
-    bool prepend = true;    // Metaspace: prepend_scheme other than "never"
-    bool split = true;      // Metaspace
-    int64_t start = 0, stop = 0;  // Strip
+    std::string a, b;             // Prepend: a; Replace: a -> b; Metaspace: a (the replacement)
+    bool flag = false;            // ByteLevel: add_prefix_space; Metaspace: prepend only to the first piece
+    bool use_regex = true;        // ByteLevel
+    bool prepend = true;          // Metaspace: prepend_scheme other than "never"
+    bool split = true;            // Metaspace
+    int64_t start = 0, stop = 0;  // Strip; Split: start = the digits its pattern groups
   };
   struct Added {
     std::string content;
@@ -59,12 +62,13 @@ class Tokenizer {
   bool bpe(const std::string& word, std::vector<int64_t>& ids, std::string& error) const;
 
   std::unordered_map<std::string, int64_t> vocab_;
-  std::vector<std::string> tokens_;  // by id
+  std::vector<std::string> tokens_;                 // by id
   std::unordered_map<std::string, int64_t> ranks_;  // "a\x01b" -> merge rank
   std::vector<Added> added_;
   std::vector<Step> normalizer_, pre_tokenizer_, decoder_;
   bool byte_level_ = false;  // words are bytes mapped to printable characters (GPT-2)
   bool byte_fallback_ = false;
+  bool nfc_ = false;  // the NFC normalizer: ASCII text only
   int64_t unk_ = -1;
 };
 
