@@ -1,5 +1,6 @@
 #include <executorch/extension/llm/tokenizer/tokenizer.h>
 
+#include <algorithm>
 #include <array>
 #include <cstdio>
 #include <fstream>
@@ -87,39 +88,52 @@ bool is_letter(uint32_t c) {
   return true;
 }
 
+bool is_other(uint32_t c) { return !is_space(c) && !is_letter(c) && !is_number(c); }
+bool is_newline(uint32_t c) { return c == '\r' || c == '\n'; }
+
+// The code points of a text and their byte offsets (the end's last), for the split patterns.
+struct Chars {
+  std::vector<uint32_t> cp;
+  std::vector<size_t> at;
+  explicit Chars(const std::string& s) {
+    for (size_t i = 0, n = 0; i < s.size(); i += n) at.push_back(i), cp.push_back(next_char(s, i, &n));
+    at.push_back(s.size());
+  }
+  size_t size() const { return cp.size(); }
+  // The end of the run of `in` characters from i.
+  size_t run(size_t i, bool (*in)(uint32_t)) const {
+    while (i < cp.size() && in(cp[i])) ++i;
+    return i;
+  }
+  // Where \s+(?!\S)|\s+ ends from i: all the whitespace at the end of the text, else all but the
+  // last character before a non-space (all of a single one).
+  size_t spaces_end(size_t i) const {
+    const size_t stop = run(i, is_space);
+    return stop == cp.size() || stop - i == 1 ? stop : stop - 1;
+  }
+};
+
 // GPT-2's pre-tokenizer pattern, 's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+,
 // as the regex engine matches it (the first alternative that matches, each as long as it can).
 std::vector<std::string> gpt2_split(const std::string& s) {
-  std::vector<uint32_t> cps;
-  std::vector<size_t> at;  // byte offset of each code point, and the end
-  for (size_t i = 0, n = 0; i < s.size(); i += n) at.push_back(i), cps.push_back(next_char(s, i, &n));
-  at.push_back(s.size());
-  const size_t count = cps.size();
-  auto run = [&](size_t i, bool (*in)(uint32_t)) {
-    while (i < count && in(cps[i])) ++i;
-    return i;
-  };
-  auto other = [](uint32_t c) { return !is_space(c) && !is_letter(c) && !is_number(c); };
+  const Chars c(s);
   std::vector<std::string> pieces;
-  for (size_t i = 0; i < count;) {
+  for (size_t i = 0; i < c.size();) {
     size_t end = i;
-    if (cps[i] == '\'' && i + 1 < count) {
-      const uint32_t a = cps[i + 1], b = i + 2 < count ? cps[i + 2] : 0;
+    if (c.cp[i] == '\'' && i + 1 < c.size()) {
+      const uint32_t a = c.cp[i + 1], b = i + 2 < c.size() ? c.cp[i + 2] : 0;
       if ((a == 'r' && b == 'e') || (a == 'v' && b == 'e') || (a == 'l' && b == 'l')) {
         end = i + 3;
       } else if (a == 's' || a == 't' || a == 'm' || a == 'd') {
         end = i + 2;
       }
     }
-    const size_t from = cps[i] == ' ' ? i + 1 : i;  // the optional leading space
-    for (bool (*cls)(uint32_t) : {is_letter, is_number, static_cast<bool (*)(uint32_t)>(other)}) {
-      if (end == i && from < count && cls(cps[from])) end = run(from, cls);
+    const size_t from = c.cp[i] == ' ' ? i + 1 : i;  // the optional leading space
+    for (bool (*cls)(uint32_t) : {is_letter, is_number, is_other}) {
+      if (end == i && from < c.size() && cls(c.cp[from])) end = c.run(from, cls);
     }
-    if (end == i) {  // whitespace: all of it at the end, else all but the last before a non-space
-      const size_t stop = run(i, is_space);
-      end = stop == count || stop - i == 1 ? stop : stop - 1;
-    }
-    pieces.push_back(s.substr(at[i], at[end] - at[i]));
+    if (end == i) end = c.spaces_end(i);
+    pieces.push_back(s.substr(c.at[i], c.at[end] - c.at[i]));
     i = end;
   }
   return pieces;
@@ -169,23 +183,14 @@ bool valid_utf8(const std::string& bytes) {
 // (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,D}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|
 // \s+(?!\S)|\s+ with D = `digits` (3 for Llama 3; Qwen2's \p{N} is 1).
 std::vector<std::string> tiktoken_split(const std::string& s, size_t digits) {
-  std::vector<uint32_t> cps;
-  std::vector<size_t> at;
-  for (size_t i = 0, n = 0; i < s.size(); i += n) at.push_back(i), cps.push_back(next_char(s, i, &n));
-  at.push_back(s.size());
-  const size_t count = cps.size();
-  auto run = [&](size_t i, bool (*in)(uint32_t)) {
-    while (i < count && in(cps[i])) ++i;
-    return i;
-  };
-  auto other = [](uint32_t c) { return !is_space(c) && !is_letter(c) && !is_number(c); };
-  auto newline = [](uint32_t c) { return c == '\r' || c == '\n'; };
-  auto lower = [](uint32_t c) { return c >= 'A' && c <= 'Z' ? c + 32 : c; };
+  const Chars c(s);
+  auto lower = [](uint32_t v) { return v >= 'A' && v <= 'Z' ? v + 32 : v; };
   std::vector<std::string> pieces;
-  for (size_t i = 0; i < count;) {
+  for (size_t i = 0; i < c.size();) {
+    const uint32_t here = c.cp[i];
     size_t end = i;
-    if (cps[i] == '\'' && i + 1 < count) {
-      const uint32_t a = lower(cps[i + 1]), b = i + 2 < count ? lower(cps[i + 2]) : 0;
+    if (here == '\'' && i + 1 < c.size()) {
+      const uint32_t a = lower(c.cp[i + 1]), b = i + 2 < c.size() ? lower(c.cp[i + 2]) : 0;
       if ((a == 'r' && b == 'e') || (a == 'v' && b == 'e') || (a == 'l' && b == 'l')) {
         end = i + 3;
       } else if (a == 's' || a == 't' || a == 'm' || a == 'd') {
@@ -193,25 +198,21 @@ std::vector<std::string> tiktoken_split(const std::string& s, size_t digits) {
       }
     }
     if (end == i) {  // one character that is no newline, letter or number, then letters
-      const size_t from = !is_letter(cps[i]) && !newline(cps[i]) && !is_number(cps[i]) && i + 1 < count ? i + 1 : i;
-      if (is_letter(cps[from])) end = run(from, is_letter);
+      const size_t from = !is_letter(here) && !is_newline(here) && !is_number(here) && i + 1 < c.size() ? i + 1 : i;
+      if (is_letter(c.cp[from])) end = c.run(from, is_letter);
     }
-    if (end == i && is_number(cps[i])) end = std::min(run(i, is_number), i + digits);
+    if (end == i && is_number(here)) end = std::min(c.run(i, is_number), i + digits);
     if (end == i) {
-      const size_t from = cps[i] == ' ' && i + 1 < count ? i + 1 : i;
-      if (other(cps[from])) {
-        end = run(from, static_cast<bool (*)(uint32_t)>(other));
-        while (end < count && newline(cps[end])) ++end;
-      }
+      const size_t from = here == ' ' && i + 1 < c.size() ? i + 1 : i;
+      if (is_other(c.cp[from])) end = c.run(c.run(from, is_other), is_newline);
     }
-    if (end == i) {  // whitespace: up to its last newline; else as GPT-2's pattern
-      const size_t stop = run(i, is_space);
-      for (size_t k = i; k < stop; ++k) {
-        if (newline(cps[k])) end = k + 1;
+    if (end == i) {  // whitespace: up to its last newline, else as GPT-2's pattern
+      for (size_t k = i; k < c.run(i, is_space); ++k) {
+        if (is_newline(c.cp[k])) end = k + 1;
       }
-      if (end == i) end = stop == count || stop - i == 1 ? stop : stop - 1;
+      if (end == i) end = c.spaces_end(i);
     }
-    pieces.push_back(s.substr(at[i], at[end] - at[i]));
+    pieces.push_back(s.substr(c.at[i], c.at[end] - c.at[i]));
     i = end;
   }
   return pieces;
