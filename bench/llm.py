@@ -4,7 +4,7 @@
                         [--context 512] [--prompt 128] [--new 64] [--chunk 32]
                         [--dtypes float32,bfloat16,int8_weight_only,int4]
                         [--threads N] [--repeat 3] [--device cpu|cuda] [--bandwidth BYTES_PER_S]
-                        [--kernels N]
+                        [--kernels N] [--batch B]
 
 A random-weight Llama of that shape (LlamaForCausalLM; --hidden 2048 --layers 16 --heads 32 --kv-heads 8
 --context 2048 is the 1B-class one); --intermediate defaults to Llama's MLP width, 8/3 of --hidden rounded up
@@ -29,6 +29,8 @@ embedding table) and the cache up to the current position read once per token, a
 bytes/s; by default what a device-to-device copy moved on these machines: 4.3e12 on an H200,
 3.0e12 on an H100. --kernels N then prints the N device kernels that took most of one of our
 generate calls (torch.profiler's CUDA activity, which sees the kernels inside CUDA graphs).
+--batch B generates for B prompts side by side (export_llm(batch_size=B) and generate_batch; theirs
+generate on the [B, prompt] ids); decode tokens/s then counts the tokens of all rows.
 """
 
 from __future__ import annotations
@@ -69,8 +71,8 @@ def llama(args: argparse.Namespace, dtype: torch.dtype) -> torch.nn.Module:
     return transformers.LlamaForCausalLM(config).eval().to(dtype)
 
 
-def theirs(model: torch.nn.Module, prompt: list[int], new: int, cache: str | None,
-           compiled: bool = False) -> tuple[list[int], float, float]:
+def theirs(model: torch.nn.Module, prompts: list[list[int]], new: int, cache: str | None,
+           compiled: bool = False) -> tuple[list[list[int]], float, float]:
     """transformers' generate: (tokens, prefill ms, decode tokens/s), timed through a streamer-like
     logits processor that notes when each token is chosen (after the device has caught up).
     `compiled`: let generate compile the decode step (on a GPU with the static cache, transformers
@@ -88,14 +90,31 @@ def theirs(model: torch.nn.Module, prompt: list[int], new: int, cache: str | Non
     model.generation_config.disable_compile = not compiled
     start = time.perf_counter()
     with torch.no_grad():
-        out = model.generate(torch.tensor([prompt], device=device), max_new_tokens=new, min_new_tokens=new,
+        ids = torch.tensor(prompts, device=device)
+        out = model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=new, min_new_tokens=new,
                              do_sample=False, logits_processor=[note])
     end = time.perf_counter()
     prefill_ms = (marks[0] - start) * 1e3
-    return out[0, len(prompt):].tolist(), prefill_ms, (new - 1) / (end - marks[0])
+    return out[:, len(prompts[0]):].tolist(), prefill_ms, len(prompts) * (new - 1) / (end - marks[0])
 
 
-def median_of(repeat: int, fn: Callable[[], tuple[list[int], float, float]]) -> tuple[list[int], float, float]:
+Run = tuple[list[list[int]], float, float]  # tokens per prompt, prefill ms, decode tokens/s (all rows)
+
+
+def ours_of(gen: TextGenerator, prompts: list[list[int]], new: int) -> Run:
+    if len(prompts) == 1:
+        r = gen.generate(prompts[0], new)
+        return [r.tokens], r.prefill_seconds * 1e3, r.tokens_per_second
+    b = gen.generate_batch(prompts, new)
+    return b.tokens, b.prefill_seconds * 1e3, b.tokens_per_second
+
+
+def prompts_of(args: argparse.Namespace) -> list[list[int]]:
+    return [torch.randint(0, args.vocab, (args.prompt,), generator=torch.Generator().manual_seed(seed)).tolist()
+            for seed in range(1, args.batch + 1)]
+
+
+def median_of(repeat: int, fn: Callable[[], Run]) -> Run:
     runs = [fn() for _ in range(repeat)]
     return runs[0][0], statistics.median(r[1] for r in runs), statistics.median(r[2] for r in runs)
 
@@ -104,7 +123,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     for flag, default in (("--hidden", 512), ("--layers", 8), ("--heads", 8), ("--kv-heads", 4), ("--vocab", 32000),
                           ("--context", 512), ("--prompt", 128), ("--new", 64), ("--chunk", 32), ("--repeat", 3),
-                          ("--threads", os.cpu_count() or 1)):
+                          ("--threads", os.cpu_count() or 1), ("--batch", 1)):
         parser.add_argument(flag, type=int, default=default)
     parser.add_argument("--dtypes", default="float32,bfloat16,int8_weight_only,int4")
     parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
@@ -116,28 +135,24 @@ def main() -> int:
         return on_gpu(args)
     torch.set_num_threads(args.threads)
     Runtime.get().set_num_threads(args.threads)
-    prompt = torch.randint(0, args.vocab, (args.prompt,), generator=torch.Generator().manual_seed(1)).tolist()
+    prompts = prompts_of(args)
     print(f"Llama hidden {args.hidden}, {args.layers} layers, {args.heads} heads ({args.kv_heads} kv), vocab "
-          f"{args.vocab}, context {args.context}; prompt {args.prompt}, {args.new} new tokens, {args.threads} threads")
+          f"{args.vocab}, context {args.context}; prompt {args.prompt}, {args.new} new tokens, batch {args.batch}, "
+          f"{args.threads} threads")
     print(f"{'dtype':16} {'runner':26} {'prefill ms':>11} {'decode tok/s':>13} {'tokens agree':>13}")
     for name in args.dtypes.split(","):
         quantize = name if name in QUANTIZERS else None
         dtype = torch.float32 if quantize else getattr(torch, name)
         model = llama(args, dtype)
         gen = TextGenerator(Runtime.get().load_program(
-            export_llm(model, max_seq_len=args.context, prefill_chunk=args.chunk,
+            export_llm(model, max_seq_len=args.context, prefill_chunk=args.chunk, batch_size=args.batch,
                        dtype=None if dtype == torch.float32 else dtype, quantize=quantize)))
         if quantize:
             model = QUANTIZERS[quantize](model)[0]
-
-        def ours() -> tuple[list[int], float, float]:
-            r = gen.generate(prompt, args.new)
-            return r.tokens, r.prefill_seconds * 1e3, r.tokens_per_second
-
         results: dict[str, Any] = {
-            "transformers (dynamic)": median_of(args.repeat, lambda: theirs(model, prompt, args.new, None)),
-            "transformers (static)": median_of(args.repeat, lambda: theirs(model, prompt, args.new, "static")),
-            "executorch.llm": median_of(args.repeat, ours),
+            "transformers (dynamic)": median_of(args.repeat, lambda: theirs(model, prompts, args.new, None)),
+            "transformers (static)": median_of(args.repeat, lambda: theirs(model, prompts, args.new, "static")),
+            "executorch.llm": median_of(args.repeat, lambda: ours_of(gen, prompts, args.new)),
         }
         reference = results["transformers (dynamic)"][0]
         for runner, (tokens, prefill, decode) in results.items():
@@ -150,8 +165,9 @@ def main() -> int:
 
 
 def bound_tokens_per_second(model: torch.nn.Module, args: argparse.Namespace) -> float:
-    """Tokens/s if each decode step read the weights (not the embedding table, which is gathered)
-    and the cache up to the middle of the generated span once, at --bandwidth."""
+    """Tokens/s if each decode step (a token for each of --batch rows) read the weights (not the
+    embedding table, which is gathered) and each row's cache up to the middle of the generated span
+    once, at --bandwidth."""
     embedding = model.get_input_embeddings().weight
     weights = sum(p.numel() * p.element_size() for p in model.parameters() if p is not embedding)
     if model.get_output_embeddings().weight is embedding:  # tied: the head reads the table
@@ -159,7 +175,7 @@ def bound_tokens_per_second(model: torch.nn.Module, args: argparse.Namespace) ->
     head_dim = args.hidden // args.heads
     position = args.prompt + args.new // 2
     cache = 2 * args.layers * args.kv_heads * head_dim * position * embedding.element_size()
-    return args.bandwidth / (weights + cache)
+    return args.batch * args.bandwidth / (weights + args.batch * cache)
 
 
 def print_kernels(fn: Callable[[], Any], top: int) -> None:
@@ -176,17 +192,17 @@ def print_kernels(fn: Callable[[], Any], top: int) -> None:
 def on_gpu(args: argparse.Namespace) -> int:
     if args.bandwidth is None:  # what a device-to-device copy measured on these cards
         args.bandwidth = 3.0e12 if "H100" in torch.cuda.get_device_name() else 4.3e12
-    prompt = torch.randint(0, args.vocab, (args.prompt,), generator=torch.Generator().manual_seed(1)).tolist()
+    prompts = prompts_of(args)
     print(f"{torch.cuda.get_device_name()}: Llama hidden {args.hidden}, {args.layers} layers, {args.heads} heads "
           f"({args.kv_heads} kv), vocab {args.vocab}, context {args.context}; prompt {args.prompt}, {args.new} new "
-          f"tokens, batch 1, bound at {args.bandwidth / 1e12:.2f} TB/s")
+          f"tokens, batch {args.batch}, bound at {args.bandwidth / 1e12:.2f} TB/s")
     print(f"{'dtype':10} {'runner':36} {'prefill ms':>11} {'decode tok/s':>13} {'of bound':>9} {'tokens agree':>13}")
     for name in args.dtypes.split(","):
         dtype = getattr(torch, name)
         model = llama(args, dtype)
         start = time.perf_counter()
         pte = export_llm(model, max_seq_len=args.context, prefill_chunk=args.chunk, backend="cuda",
-                         dtype=None if dtype == torch.float32 else dtype)
+                         dtype=None if dtype == torch.float32 else dtype, batch_size=args.batch)
         gen = TextGenerator(Runtime.get().load_program(pte))
         print(f"# {name}: exported ({len(pte) / 2**30:.2f} GiB) and loaded in {time.perf_counter() - start:.0f} s",
               flush=True)
@@ -194,17 +210,16 @@ def on_gpu(args: argparse.Namespace) -> int:
         bound = bound_tokens_per_second(model, args)
         model = model.to("cuda")
 
-        def ours() -> tuple[list[int], float, float]:
-            r = gen.generate(prompt, args.new)
-            return r.tokens, r.prefill_seconds * 1e3, r.tokens_per_second
+        def ours() -> Run:
+            return ours_of(gen, prompts, args.new)
 
-        runners: dict[str, Callable[[], tuple[list[int], float, float]]] = {
-            "transformers (dynamic)": lambda: theirs(model, prompt, args.new, None),
+        runners: dict[str, Callable[[], Run]] = {
+            "transformers (dynamic)": lambda: theirs(model, prompts, args.new, None),
             "executorch.llm (cuda)": ours,
-            "transformers (static)": lambda: theirs(model, prompt, args.new, "static"),
-            "transformers (static, torch.compile)": lambda: theirs(model, prompt, args.new, "static", True),
+            "transformers (static)": lambda: theirs(model, prompts, args.new, "static"),
+            "transformers (static, torch.compile)": lambda: theirs(model, prompts, args.new, "static", True),
         }
-        results: dict[str, tuple[list[int], float, float]] = {}
+        results: dict[str, Run] = {}
         for runner, fn in runners.items():
             try:
                 fn()  # warm-up: CUDA graph capture, torch.compile

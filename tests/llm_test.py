@@ -80,6 +80,33 @@ def test_greedy_matches_transformers(family: tuple[str, torch.nn.Module, bytes],
     assert streamed == expected and result.tokens_per_second > 0
 
 
+@pytest.mark.parametrize("name", ["llama", "gpt2"])
+def test_batch_rows_each_match_transformers(name: str, tmp_path: Path) -> None:
+    """export_llm(batch_size=3): generate_batch's rows equal transformers' greedy tokens for each
+    prompt alone (two prefill chunks); generate() and llm_runner refuse the program, and prompts of
+    another count or of unequal lengths are errors."""
+    from executorch.llm import BatchGeneration
+
+    model = _model(name)
+    pte = export_llm(model, max_seq_len=MAX_LEN, prefill_chunk=CHUNK, batch_size=3)
+    assert deserialize(pte).metadata["llm_batch_size"] == "3"
+    gen = TextGenerator(Runtime.get().load_program(pte))
+    prompts = [torch.randint(0, 512, (11,), generator=torch.Generator().manual_seed(s)).tolist() for s in (1, 2, 3)]
+    result = gen.generate_batch(prompts, NEW)
+    assert isinstance(result, BatchGeneration) and result.tokens_per_second > 0
+    assert result.tokens == [_reference(model, p) for p in prompts], name
+    with pytest.raises(ValueError, match="use generate_batch"):
+        gen.generate(prompts[0], 4)
+    with pytest.raises(ValueError, match="batch 3, got 2 prompts"):
+        gen.generate_batch(prompts[:2], 4)
+    with pytest.raises(ValueError, match="differ in length"):
+        gen.generate_batch([prompts[0], prompts[1][:5], prompts[2]], 4)
+    path = tmp_path / "batch.pte"
+    path.write_bytes(pte)
+    done = _llm_runner(path, "--prompt", "1,2")
+    assert done.returncode == 1 and "llm_runner runs programs of batch 1" in done.stderr, done.stderr
+
+
 @pytest.mark.parametrize("quantize", ["int4", "int8_weight_only"])
 @pytest.mark.parametrize("name", ["llama", "qwen2"])
 def test_weight_only_greedy_matches_transformers_on_the_same_quantization(name: str, quantize: str) -> None:

@@ -215,6 +215,12 @@ int main(int argc, char** argv) {
       !parse_int(module.metadata("llm_vocab_size").c_str(), vocab) || chunk < 1 || chunk > max_seq_len) {
     return fail("not a program of executorch.llm.export_llm (no llm_max_seq_len/llm_prefill_chunk/llm_vocab_size)");
   }
+  if (int64_t batch = 1; !module.metadata("llm_batch_size").empty() &&
+                         (!parse_int(module.metadata("llm_batch_size").c_str(), batch) || batch != 1)) {
+    std::fprintf(stderr, "error: the program has batch %s; llm_runner runs programs of batch 1\n",
+                 module.metadata("llm_batch_size").c_str());
+    return 1;
+  }
   const int64_t n = static_cast<int64_t>(prompt.size());
   if (n > max_seq_len) {
     std::fprintf(stderr, "error: the prompt has %lld tokens; the program holds %lld\n", static_cast<long long>(n),

@@ -12,6 +12,6 @@ Both return the logits of every token they were given.
 """
 
 from executorch.llm._export import export_llm
-from executorch.llm._generate import Generation, TextGenerator
+from executorch.llm._generate import BatchGeneration, Generation, TextGenerator
 
-__all__ = ["Generation", "TextGenerator", "export_llm"]
+__all__ = ["BatchGeneration", "Generation", "TextGenerator", "export_llm"]

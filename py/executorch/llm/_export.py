@@ -11,13 +11,15 @@ from executorch.export._export import _check_options, _converted, _decomposed, _
 
 
 def export_llm(model: torch.nn.Module, max_seq_len: int, *, prefill_chunk: int = 32, backend: str | None = None,
-               dtype: torch.dtype | None = None, quantize: str | None = None, group_size: int = 32) -> bytes:
+               dtype: torch.dtype | None = None, quantize: str | None = None, group_size: int = 32,
+               batch_size: int = 1) -> bytes:
     """The .pte bytes of `model` (a transformers causal LM: Llama, Qwen2, Gemma, Mistral, Phi, GPT-2)
-    with a static key/value cache of `max_seq_len` positions, batch 1.
+    with a static key/value cache of `max_seq_len` positions for `batch_size` sequences.
 
-    Methods: `prefill(input_ids[1, prefill_chunk], cache_position[prefill_chunk])` and
-    `decode(input_ids[1, 1], cache_position[1])`, both returning logits [1, tokens, vocab] and
-    writing the tokens' keys and values into the cache, which the two share. dtype, quantize and
+    Methods: `prefill(input_ids[B, prefill_chunk], cache_position[prefill_chunk])` and
+    `decode(input_ids[B, 1], cache_position[1])` (B = batch_size; the rows share their positions),
+    both returning logits [B, tokens, vocab] and writing the tokens' keys and values into the cache,
+    which the two share. dtype, quantize and
     group_size are as for executorch.export.export (quantize="int4" or "int8_weight_only":
     weight-only int4 or int8 linear layers). With backend="cuda" the cache lives in device memory,
     updated in place by both methods' delegate calls.
@@ -26,6 +28,8 @@ def export_llm(model: torch.nn.Module, max_seq_len: int, *, prefill_chunk: int =
         from transformers.integrations.executorch import TorchExportableModuleForDecoderOnlyLM
     except ImportError as e:
         raise ExportError(f"export_llm needs transformers with its executorch integration: {e}") from e
+    if not 1 <= batch_size <= 1024:
+        raise ExportError(f"batch_size must be between 1 and 1024, got {batch_size}")
     if not 1 <= prefill_chunk <= max_seq_len:
         raise ExportError(f"prefill_chunk must be between 1 and max_seq_len ({max_seq_len}), got {prefill_chunk}")
     _check_options(backend, None, dtype, quantize, False, group_size)
@@ -34,7 +38,7 @@ def export_llm(model: torch.nn.Module, max_seq_len: int, *, prefill_chunk: int =
     model, _ = _converted(model, [], dtype, quantize, group_size)
     model.requires_grad_(False)
     model.generation_config.cache_implementation = "static"
-    model.generation_config.cache_config = {"batch_size": 1, "max_cache_len": max_seq_len}
+    model.generation_config.cache_config = {"batch_size": batch_size, "max_cache_len": max_seq_len}
     try:
         wrapper = TorchExportableModuleForDecoderOnlyLM(model)
     except Exception as e:  # transformers' message names what its wrapper lacks
@@ -43,12 +47,12 @@ def export_llm(model: torch.nn.Module, max_seq_len: int, *, prefill_chunk: int =
     with torch.no_grad():
         for name, tokens in (("prefill", prefill_chunk), ("decode", 1)):
             try:
-                ep = wrapper.export(input_ids=torch.zeros(1, tokens, dtype=torch.long),
+                ep = wrapper.export(input_ids=torch.zeros(batch_size, tokens, dtype=torch.long),
                                     cache_position=torch.arange(tokens))
             except Exception as e:
                 raise ExportError(f"torch.export could not capture {type(model).__name__} ({name}): {e}") from e
             methods[name] = _decomposed(ep, backend)
     vocab = getattr(model.config, "vocab_size", None) or model.get_output_embeddings().out_features
     metadata = {"llm_max_seq_len": str(max_seq_len), "llm_prefill_chunk": str(prefill_chunk),
-                "llm_vocab_size": str(vocab), "llm_model": type(model).__name__}
+                "llm_vocab_size": str(vocab), "llm_model": type(model).__name__, "llm_batch_size": str(batch_size)}
     return _program(methods, backend=backend, dtype=dtype, metadata=metadata)

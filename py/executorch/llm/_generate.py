@@ -24,6 +24,19 @@ class Generation:
         return (len(self.tokens) - 1) / self.decode_seconds if len(self.tokens) > 1 and self.decode_seconds else 0.0
 
 
+@dataclass
+class BatchGeneration:
+    tokens: list[list[int]]  # per prompt, the generated tokens
+    prefill_seconds: float
+    decode_seconds: float
+
+    @property
+    def tokens_per_second(self) -> float:
+        """Decode speed: generated tokens after the first of each row, all rows, per second of decoding."""
+        steps = len(self.tokens[0]) - 1 if self.tokens else 0
+        return steps * len(self.tokens) / self.decode_seconds if steps > 0 and self.decode_seconds else 0.0
+
+
 class TextGenerator:
     """Generates from a program of export_llm. Its prefill and decode methods share one key/value
     cache (the program's state), which generate() starts afresh each time.
@@ -42,6 +55,7 @@ class TextGenerator:
         self.max_seq_len = int(meta["max_seq_len"] or 0)
         self.chunk = int(meta["prefill_chunk"] or 0)
         self.vocab_size = int(meta["vocab_size"] or 0)
+        self.batch_size = int(program.metadata("llm_batch_size") or 1)
         self._state = program.new_state()
         self._prefill = program.load_method("prefill", self._state)
         self._decode = program.load_method("decode", self._state)
@@ -52,55 +66,76 @@ class TextGenerator:
                  callback: Callable[[int], None] | None = None) -> Generation:
         """Up to `max_new_tokens` tokens after `prompt` (greedy at temperature 0, else sampled from the
         softmax at `temperature`, restricted to the top_k tokens and the top_p probability mass);
-        `callback` receives each token as it is made. Stops where the cache is full."""
-        ids = [int(t) for t in prompt]
-        if not ids:
+        `callback` receives each token as it is made. Stops where the cache is full. For a program of
+        batch 1 (generate_batch runs the others)."""
+        if self.batch_size != 1:
+            raise ValueError(f"the program has batch {self.batch_size}: use generate_batch")
+        each = None if callback is None else (lambda row: callback(row[0]))
+        done = self._run([[int(t) for t in prompt]], max_new_tokens, temperature, top_k, top_p, seed, each)
+        return Generation(done.tokens[0], done.prefill_seconds, done.decode_seconds)
+
+    def generate_batch(self, prompts: Sequence[Sequence[int]], max_new_tokens: int, *, temperature: float = 0.0,
+                       top_k: int | None = None, top_p: float | None = None,
+                       seed: int | None = None) -> BatchGeneration:
+        """generate() for one prompt per row of the program's batch (export_llm(batch_size=...)), all
+        of one length, side by side: each row's tokens are what generate() would give for it alone."""
+        rows = [[int(t) for t in p] for p in prompts]
+        if len(rows) != self.batch_size:
+            raise ValueError(f"the program has batch {self.batch_size}, got {len(rows)} prompts")
+        if len({len(r) for r in rows}) > 1:
+            raise ValueError(f"the prompts differ in length ({sorted({len(r) for r in rows})}); the rows move in step")
+        return self._run(rows, max_new_tokens, temperature, top_k, top_p, seed, None)
+
+    def _run(self, rows: list[list[int]], max_new_tokens: int, temperature: float, top_k: int | None,
+             top_p: float | None, seed: int | None,
+             callback: Callable[[list[int]], None] | None) -> BatchGeneration:
+        n = len(rows[0])
+        if n == 0:
             raise ValueError("the prompt is empty")
-        if len(ids) > self.max_seq_len:
-            raise ValueError(f"the prompt has {len(ids)} tokens; the program holds {self.max_seq_len}")
-        if any(not 0 <= t < self.vocab_size for t in ids):
+        if n > self.max_seq_len:
+            raise ValueError(f"the prompt has {n} tokens; the program holds {self.max_seq_len}")
+        if any(not 0 <= t < self.vocab_size for r in rows for t in r):
             raise ValueError(f"prompt tokens must lie in [0, {self.vocab_size})")
         if max_new_tokens < 1:
-            return Generation([], 0.0, 0.0)
-        step = _DeviceSteps(self._device, seed) if self._device is not None else _HostSteps(seed)
+            return BatchGeneration([[] for _ in rows], 0.0, 0.0)
+        step = _DeviceSteps(self._device, len(rows), seed) if self._device is not None else _HostSteps(seed)
         self._state.reset()
         start = time.perf_counter()
-        logits = self._prefill_logits(ids)
-        token = step.pick(logits, temperature, top_k, top_p)
+        token = step.pick(self._prefill_logits(rows), temperature, top_k, top_p)
         prefilled = time.perf_counter()
-        tokens: list[int] = []
-        position = len(ids)
+        tokens: list[list[int]] = [[] for _ in rows]
+        position = n
         while True:
-            tokens.append(token)
+            for out, t in zip(tokens, token):
+                out.append(t)
             if callback is not None:
                 callback(token)
-            if len(tokens) >= max_new_tokens or position >= self.max_seq_len:
+            if len(tokens[0]) >= max_new_tokens or position >= self.max_seq_len:
                 break
             out = self._decode.execute(step.inputs(token, position))
-            token = step.pick(out[0][0, -1], temperature, top_k, top_p)
+            token = step.pick(out[0][:, -1], temperature, top_k, top_p)
             position += 1
-        return Generation(tokens, prefilled - start, time.perf_counter() - prefilled)
+        return BatchGeneration(tokens, prefilled - start, time.perf_counter() - prefilled)
 
-    def _prefill_logits(self, ids: list[int]) -> Any:
-        """The logits after the last prompt token (a torch tensor on the device where generation
-        runs there, else numpy). The prompt goes in chunks; the last chunk starts
+    def _prefill_logits(self, rows: list[list[int]]) -> Any:
+        """The logits after the last prompt token of each row, [rows, vocab] (a torch tensor on the
+        device where generation runs there, else numpy). The prompts go in chunks; the last chunk starts
         early enough to be full where the prompt allows (its earlier positions are computed again,
         to the same keys and values), else it is padded, and the padding's cache entries are
         overwritten by decode before any position attends to them."""
-        n, c = len(ids), self.chunk
+        n, c = len(rows[0]), self.chunk
         logits: Any = None
         begin = 0
         while begin < n:
             start = min(begin, max(n - c, 0))
-            window = ids[start:start + c]
-            real = len(window)
-            window = window + [0] * (c - real)
-            inputs = [np.array([window], dtype=np.int64),
+            real = min(c, n - start)
+            window = [r[start:start + real] + [0] * (c - real) for r in rows]
+            inputs = [np.array(window, dtype=np.int64),
                       np.arange(start, start + c, dtype=np.int64)]  # start + c <= max(n, c) <= max_seq_len
             if self._device is not None:
                 torch = sys.modules["torch"]
                 inputs = [torch.from_numpy(x).to(self._device) for x in inputs]
-            logits = self._prefill.execute(inputs)[0][0, real - 1]
+            logits = self._prefill.execute(inputs)[0][:, real - 1]
             begin = start + real
         return logits
 
@@ -121,20 +156,22 @@ class _HostSteps:
     def __init__(self, seed: int | None) -> None:
         self.rng = np.random.default_rng(seed)
 
-    def inputs(self, token: int, position: int) -> list[Any]:
-        return [np.array([[token]], dtype=np.int64), np.array([position], dtype=np.int64)]
+    def inputs(self, tokens: list[int], position: int) -> list[Any]:
+        return [np.array([[t] for t in tokens], dtype=np.int64), np.array([position], dtype=np.int64)]
 
-    def pick(self, logits: Any, temperature: float, top_k: int | None, top_p: float | None) -> int:
-        return _pick(np.asarray(logits, dtype=np.float32), temperature, top_k, top_p, self.rng)
+    def pick(self, logits: Any, temperature: float, top_k: int | None, top_p: float | None) -> list[int]:
+        """The next token of each row of logits [rows, vocab]."""
+        rows = np.asarray(logits, dtype=np.float32)
+        return [_pick(row, temperature, top_k, top_p, self.rng) for row in rows]
 
 
 class _DeviceSteps:
     """Decode inputs in two device tensors updated in place; the next token chosen on the device."""
 
-    def __init__(self, device: Any, seed: int | None) -> None:
+    def __init__(self, device: Any, rows: int, seed: int | None) -> None:
         torch = sys.modules["torch"]
         self.torch = torch
-        self.token = torch.zeros((1, 1), dtype=torch.int64, device=device)
+        self.token = torch.zeros((rows, 1), dtype=torch.int64, device=device)
         self.position = torch.zeros(1, dtype=torch.int64, device=device)
         self.generator = torch.Generator(device=device)
         if seed is not None:
@@ -142,15 +179,22 @@ class _DeviceSteps:
         else:
             self.generator.seed()
 
-    def inputs(self, token: int, position: int) -> list[Any]:
-        self.token.fill_(token)
+    def inputs(self, tokens: list[int], position: int) -> list[Any]:
+        if len(tokens) == 1:
+            self.token.fill_(tokens[0])
+        else:
+            self.token.copy_(self.torch.tensor(tokens, dtype=self.torch.int64).view(-1, 1))
         self.position.fill_(position)
         return [self.token, self.position]
 
-    def pick(self, logits: Any, temperature: float, top_k: int | None, top_p: float | None) -> int:
-        torch = self.torch
+    def pick(self, logits: Any, temperature: float, top_k: int | None, top_p: float | None) -> list[int]:
+        """The next token of each row of logits [rows, vocab]; only the ids come to the host."""
         if temperature <= 0.0:
-            return int(torch.argmax(logits))
+            return [int(t) for t in self.torch.argmax(logits, dim=-1).tolist()]
+        return [self._sample(row, temperature, top_k, top_p) for row in logits]
+
+    def _sample(self, logits: Any, temperature: float, top_k: int | None, top_p: float | None) -> int:
+        torch = self.torch
         scaled = logits.double() / temperature
         order = torch.argsort(scaled, descending=True, stable=True)
         if top_k is not None:
