@@ -106,8 +106,8 @@ class TextGenerator:
         tokens: list[list[int]] = [[] for _ in rows]
         position = n
         while True:
-            for out, t in zip(tokens, token):
-                out.append(t)
+            for row, t in zip(tokens, token):
+                row.append(t)
             if callback is not None:
                 callback(token)
             if len(tokens[0]) >= max_new_tokens or position >= self.max_seq_len:
