@@ -14,7 +14,11 @@ SOURCES = {
     "cpuinfo": ("cpuinfo", "0.0~git20250905.877328f", "557ca404a3836b9f335a3a06b65ff9fe9dbaaefab7fb5c0185f53d9f33615a10"),
     "fxdiv": ("fxdiv", "0.0~git20200417.b408327", "7953482badaf4cb34026c3487c257b8e4ab2df061c019bd6fabbbc12ad52c44b"),
     "pthreadpool": ("pthreadpool", "0.0~git20251020.0e6ca13", "7a385b6585abe8f8658952c50b44a1dabe200de2c88eabe65d15168b8a82295c"),
+    "xnnpack": ("xnnpack", "0.0~git20241108.4ea82e5", "90bde2caef0f880f627bab0dc805a86c4b8070cd98e3243db3046ab3f3be1a99"),
 }
+
+# Tarballs whose files lie at the top, with no "PACKAGE-VERSION/" directory around them.
+_FLAT = ["xnnpack"]
 
 def _debian_sources_impl(_mctx):
     for name, (package, version, sha256) in SOURCES.items():
@@ -22,7 +26,7 @@ def _debian_sources_impl(_mctx):
             name = name,
             build_file = Label("//tools/debian:%s.BUILD" % name),
             sha256 = sha256,
-            strip_prefix = "%s-%s" % (package, version),
+            strip_prefix = "" if name in _FLAT else "%s-%s" % (package, version),
             urls = [_POOL + "%s/%s/%s_%s.orig.tar.xz" % (package[0], package, package, version)],
         )
 
