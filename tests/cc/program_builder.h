@@ -18,12 +18,13 @@ namespace fb = executorch_flatbuffer;
 
 struct Options {
   bool planned_inputs = true;
-  int bad_arg = -1;                // replace an instruction argument with this value index,
-  int bad_arg_position = 1;        // at this position of the first instruction
-  uint64_t buffer_size = 256;      // planned buffer bytes
-  const char* op = "aten::add";    // first operator
-  const char* delegate = nullptr;  // add a delegate call to this backend
-  bool state = false;              // declare mutable buffers "cache" (24 bytes) and "count" (8)
+  int bad_arg = -1;                 // replace an instruction argument with this value index,
+  int bad_arg_position = 1;         // at this position of the first instruction
+  uint64_t buffer_size = 256;       // planned buffer bytes
+  const char* op = "aten::add";     // first operator
+  const char* overload = "Tensor";  // and its overload
+  const char* delegate = nullptr;   // add a delegate call to this backend
+  bool state = false;               // declare mutable buffers "cache" (24 bytes) and "count" (8)
   uint32_t version = rt::kProgramVersion;
 };
 
@@ -60,7 +61,7 @@ inline std::vector<uint8_t> build_program(const Options& o = {}) {
         b, o.delegate, fb::CreateBackendDelegateDataReference(b, fb::DataLocation::INLINE, 0)));
   }
   std::vector<flatbuffers::Offset<fb::Chain>> chains = {fb::CreateChainDirect(b, nullptr, nullptr, &instructions)};
-  std::vector<flatbuffers::Offset<fb::Operator>> ops = {fb::CreateOperatorDirect(b, o.op, "Tensor"),
+  std::vector<flatbuffers::Offset<fb::Operator>> ops = {fb::CreateOperatorDirect(b, o.op, o.overload),
                                                         fb::CreateOperatorDirect(b, "aten::relu", "")};
   std::vector<int32_t> inputs = {0, 1}, outputs = {4};
   std::vector<uint64_t> sizes = {o.buffer_size};
