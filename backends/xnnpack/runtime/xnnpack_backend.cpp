@@ -10,6 +10,7 @@
 #include <new>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include <executorch/extension/threadpool/threadpool.h>
@@ -86,6 +87,9 @@ class SubgraphBuilder {
     xnn_subgraph_t s = nullptr;
     ET_TRY(xnn_error(xnn_create_subgraph(static_cast<uint32_t>(inputs + outputs), 0, &s), "xnn_create_subgraph"));
     d_.subgraph.reset(s);
+    for (size_t i = 0; i < m_.num_values(); ++i) {
+      if (m_.value_memory(i) == runtime::Method::Memory::Constant) constants_.insert(&m_.value(i));
+    }
     for (size_t k = 0; k < inputs; ++k) external_[&m_.input(k)] = static_cast<uint32_t>(k);
     for (size_t k = 0; k < outputs; ++k) external_[&m_.get_output(k)] = static_cast<uint32_t>(inputs + k);
     for (size_t k = 0; k < inputs + outputs; ++k) {
@@ -125,12 +129,7 @@ class SubgraphBuilder {
     return id;
   }
 
-  bool is_constant(const EValue* v) {
-    for (size_t i = 0; i < m_.num_values(); ++i) {
-      if (&m_.value(i) == v) return m_.value_memory(i) == runtime::Method::Memory::Constant;
-    }
-    return false;
-  }
+  bool is_constant(const EValue* v) const { return constants_.count(v) != 0; }
 
   Error number(const EValue* v, double want, const char* op, const char* what) {
     const bool ok = v != nullptr && (v->is_int() || v->is_double()) && v->scalar_as_double() == want;
@@ -202,6 +201,7 @@ class SubgraphBuilder {
   runtime::Method& m_;
   std::unordered_map<const EValue*, uint32_t> external_;
   std::unordered_map<const EValue*, uint32_t> ids_;
+  std::unordered_set<const EValue*> constants_;  // the payload's constant tensors
 };
 
 // The runtime of `d` on the pool as it is now (made again where the pool was replaced).

@@ -8,40 +8,12 @@
 #include <sstream>
 
 #include <executorch/extension/llm/tokenizer/json.h>
+#include <executorch/extension/llm/tokenizer/utf8.h>
 
 namespace executorch {
 namespace extension {
 namespace llm {
 namespace {
-
-// The code point starting at s[i] and its length in bytes; a stray byte reads as itself.
-uint32_t next_char(const std::string& s, size_t i, size_t* length) {
-  const auto b = [&](size_t k) { return static_cast<unsigned char>(s[i + k]); };
-  const unsigned char c = b(0);
-  size_t n = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xE ? 3 : (c >> 3) == 0x1E ? 4 : 0;
-  for (size_t k = 1; k < n; ++k) {
-    if (i + k >= s.size() || (b(k) & 0xC0) != 0x80) n = 0;
-  }
-  if (n == 0) return *length = 1, c;
-  *length = n;
-  if (n == 1) return c;
-  uint32_t cp = c & (0xFF >> (n + 1));
-  for (size_t k = 1; k < n; ++k) cp = (cp << 6) | (b(k) & 0x3F);
-  return cp;
-}
-
-std::string utf8(uint32_t cp) {
-  std::string out;
-  if (cp < 0x80) {
-    out += static_cast<char>(cp);
-  } else if (cp < 0x800) {
-    out += static_cast<char>(0xC0 | (cp >> 6)), out += static_cast<char>(0x80 | (cp & 0x3F));
-  } else {
-    out += static_cast<char>(0xE0 | (cp >> 12)), out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  }
-  return out;
-}
 
 // GPT-2's map of bytes to printable characters (its tokens are strings of these), and back.
 struct ByteMap {
@@ -52,7 +24,7 @@ struct ByteMap {
     for (uint32_t b = 0; b < 256; ++b) {
       const bool printable = (b >= 33 && b <= 126) || (b >= 161 && b <= 172) || (b >= 174 && b <= 255);
       const uint32_t cp = printable ? b : extra++;
-      to_char[b] = utf8(cp);
+      append_utf8(cp, to_char[b]);
       to_byte[cp] = static_cast<unsigned char>(b);
     }
   }
@@ -137,24 +109,6 @@ std::vector<std::string> gpt2_split(const std::string& s) {
     i = end;
   }
   return pieces;
-}
-
-// The length of the valid UTF-8 character at s[i], or 0 with *prefix the bytes of the longest
-// start of one there (at least 1).
-size_t valid_char(const std::string& s, size_t i, size_t* prefix) {
-  const auto b = [&](size_t k) { return static_cast<unsigned char>(s[i + k]); };
-  const unsigned char c = b(0);
-  if (c < 0x80) return 1;
-  size_t n = 0;
-  unsigned char lo = 0x80, hi = 0xBF;
-  if (c >= 0xC2 && c <= 0xDF) n = 2;
-  if (c >= 0xE0 && c <= 0xEF) n = 3, lo = c == 0xE0 ? 0xA0 : 0x80, hi = c == 0xED ? 0x9F : 0xBF;
-  if (c >= 0xF0 && c <= 0xF4) n = 4, lo = c == 0xF0 ? 0x90 : 0x80, hi = c == 0xF4 ? 0x8F : 0xBF;
-  size_t k = 1;
-  while (n > 0 && k < n && i + k < s.size() && b(k) >= (k == 1 ? lo : 0x80) && b(k) <= (k == 1 ? hi : 0xBF)) ++k;
-  if (n > 0 && k == n) return n;
-  *prefix = k;
-  return 0;
 }
 
 // `bytes` as UTF-8 with each invalid stretch (the longest start of a character, or one byte) as
