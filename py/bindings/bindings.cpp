@@ -15,6 +15,7 @@
 #include <pybind11/stl.h>
 
 #include <executorch/backends/cuda/runtime/payload.h>
+#include <executorch/backends/xnnpack/runtime/xnnpack_backend.h>
 #if EXECUTORCH_BINDINGS_CUDA
 #include <executorch/extension/cuda/cuda_stream.h>
 #endif
@@ -404,16 +405,21 @@ PYBIND11_MODULE(_C, m) {
       "backend_identity",
       [](const std::string& name) { return reinterpret_cast<uintptr_t>(rt::get_backend_class(name.c_str())); },
       py::arg("name"), "Address of the backend object registered as `name` (0 if none).");
-  m.def(
-      "cuda_explain_instructions",
-      [](const py::bytes& program) {
-        const std::string_view view = program;
-        return unwrap(executorch::backends::cuda::explain_instructions(
-                          {reinterpret_cast<const uint8_t*>(view.data()), view.size()}),
-                      "checking the program for CudaBackend");
-      },
-      py::arg("program"),
-      "For each instruction of the program: '' where CudaBackend can run it, else why not. Needs no GPU.");
+  // The partitioner's question to a backend, answered by the backend's own checks (no device needed).
+  using Explain = rt::Result<std::vector<std::string>> (*)(rt::Span<const uint8_t>);
+  const auto explain = [](Explain fn, const char* backend) {
+    return [fn, backend](const py::bytes& program) {
+      const std::string_view view = program;
+      return unwrap(fn({reinterpret_cast<const uint8_t*>(view.data()), view.size()}),
+                    std::string("checking the program for ") + backend);
+    };
+  };
+  m.def("cuda_explain_instructions", explain(&executorch::backends::cuda::explain_instructions, "CudaBackend"),
+        py::arg("program"),
+        "For each instruction of the program: '' where CudaBackend can run it, else why not. Needs no GPU.");
+  m.def("xnnpack_explain_instructions",
+        explain(&executorch::backends::xnnpack::explain_instructions, "XnnpackBackend"), py::arg("program"),
+        "For each instruction of the program: '' where XnnpackBackend can run it, else why not.");
   m.def("load_program_bytes", &load_program_bytes, py::arg("data"));
   m.def("load_program_file", &load_program_file, py::arg("path"));
 

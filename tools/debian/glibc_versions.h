@@ -5,4 +5,5 @@
 #if defined(__x86_64__) && defined(__linux__)
 __asm__(".symver fmodf,fmodf@GLIBC_2.2.5");
 __asm__(".symver atan2f,atan2f@GLIBC_2.2.5");
+__asm__(".symver sqrtf,sqrtf@GLIBC_2.2.5");
 #endif

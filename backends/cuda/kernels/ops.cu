@@ -855,51 +855,56 @@ __global__ void __launch_bounds__(kTcWarps * 32)
 // Rows of up to kThreads * kNormCached elements stay in registers between the passes.
 constexpr int kNormCached = 8;
 
+// One row of a block-per-row normalization: loaded once (into registers where it fits), then
+// walked by each pass in the same order, so every norm sums alike.
+template <typename T>
+struct NormRow {
+  const T* x;
+  int64_t cols;
+  bool cached;
+  float cache[kNormCached];
+
+  __device__ NormRow(const T* row, int64_t n) : x(row), cols(n), cached(n <= int64_t{kNormCached} * blockDim.x) {
+    if (!cached) return;
+#pragma unroll
+    for (int t = 0; t < kNormCached; ++t) {
+      const int64_t j = threadIdx.x + static_cast<int64_t>(t) * blockDim.x;
+      cache[t] = j < cols ? ld(x[j]) : 0.f;
+    }
+  }
+
+  // f(j, x[j]) for each of this thread's columns j.
+  template <typename F>
+  __device__ void each(F f) const {
+    if (cached) {
+#pragma unroll
+      for (int t = 0; t < kNormCached; ++t) {
+        const int64_t j = threadIdx.x + static_cast<int64_t>(t) * blockDim.x;
+        if (j < cols) f(j, cache[t]);
+      }
+    } else {
+      for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) f(j, ld(x[j]));
+    }
+  }
+};
+
 template <typename T>
 __global__ void layer_norm_kernel(const T* __restrict__ x, const T* __restrict__ w, const T* __restrict__ b, float eps,
                                   T* __restrict__ y, T* __restrict__ mean, T* __restrict__ rstd, int64_t cols) {
   __shared__ float shared[kThreads];
   const int64_t row = blockIdx.x;
-  const T* xr = x + row * cols;
-  const bool cached = cols <= static_cast<int64_t>(kNormCached) * blockDim.x;
-  float cache[kNormCached];
+  const NormRow<T> r(x + row * cols, cols);
   float sum = 0.f, sq = 0.f;
-  if (cached) {
-#pragma unroll
-    for (int t = 0; t < kNormCached; ++t) {
-      const int64_t j = threadIdx.x + static_cast<int64_t>(t) * blockDim.x;
-      cache[t] = j < cols ? ld(xr[j]) : 0.f;
-      sum += cache[t];
-    }
-  } else {
-    for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) sum += ld(xr[j]);
-  }
+  r.each([&](int64_t, float v) { sum += v; });
   const float mu = block_sum(sum, shared) / static_cast<float>(cols);
-  if (cached) {
-#pragma unroll
-    for (int t = 0; t < kNormCached; ++t) {
-      const int64_t j = threadIdx.x + static_cast<int64_t>(t) * blockDim.x;
-      if (j < cols) sq += (cache[t] - mu) * (cache[t] - mu);
-    }
-  } else {
-    for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) sq += (ld(xr[j]) - mu) * (ld(xr[j]) - mu);
-  }
+  r.each([&](int64_t, float v) { sq += (v - mu) * (v - mu); });
   const float rs = rsqrtf(block_sum(sq, shared) / static_cast<float>(cols) + eps);
-  auto write = [&](int64_t j, float xv) {
+  r.each([&](int64_t j, float xv) {
     float v = (xv - mu) * rs;
     if (w) v *= ld(w[j]);
     if (b) v += ld(b[j]);
     y[row * cols + j] = st<T>(v);
-  };
-  if (cached) {
-#pragma unroll
-    for (int t = 0; t < kNormCached; ++t) {
-      const int64_t j = threadIdx.x + static_cast<int64_t>(t) * blockDim.x;
-      if (j < cols) write(j, cache[t]);
-    }
-  } else {
-    for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) write(j, ld(xr[j]));
-  }
+  });
   if (threadIdx.x == 0) {
     if (mean) mean[row] = st<T>(mu);
     if (rstd) rstd[row] = st<T>(rs);
@@ -912,32 +917,12 @@ __global__ void rms_norm_kernel(const T* __restrict__ x, const T* __restrict__ w
                                 int64_t cols) {
   __shared__ float shared[kThreads];
   const int64_t row = blockIdx.x;
-  const T* xr = x + row * cols;
-  const bool cached = cols <= static_cast<int64_t>(kNormCached) * blockDim.x;
-  float cache[kNormCached];
+  const NormRow<T> r(x + row * cols, cols);
   float sq = 0.f;
-  if (cached) {
-#pragma unroll
-    for (int t = 0; t < kNormCached; ++t) {
-      const int64_t j = threadIdx.x + static_cast<int64_t>(t) * blockDim.x;
-      cache[t] = j < cols ? ld(xr[j]) : 0.f;
-      sq += cache[t] * cache[t];
-    }
-  } else {
-    for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) sq += ld(xr[j]) * ld(xr[j]);
-  }
+  r.each([&](int64_t, float v) { sq += v * v; });
   const float rs = rsqrtf(block_sum(sq, shared) / static_cast<float>(cols) + eps);
   // The normalized value rounded to T, then times the weight in T's arithmetic (as torch's).
-  auto write = [&](int64_t j, float xv) { y[row * cols + j] = st<T>(ld(w[j]) * ld(st<T>(xv * rs))); };
-  if (cached) {
-#pragma unroll
-    for (int t = 0; t < kNormCached; ++t) {
-      const int64_t j = threadIdx.x + static_cast<int64_t>(t) * blockDim.x;
-      if (j < cols) write(j, cache[t]);
-    }
-  } else {
-    for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) write(j, ld(xr[j]));
-  }
+  r.each([&](int64_t j, float xv) { y[row * cols + j] = st<T>(ld(w[j]) * ld(st<T>(xv * rs))); });
 }
 
 template <typename T>

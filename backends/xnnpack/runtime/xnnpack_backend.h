@@ -1,5 +1,8 @@
 #pragma once
 
+#include <string>
+#include <vector>
+
 #include <executorch/runtime/backend/interface.h>
 #include <executorch/runtime/platform/export.h>
 
@@ -15,6 +18,10 @@ inline constexpr const char kXnnpackBackendName[] = "XnnpackBackend";
 // weights packed once into a weights cache, run by an XNNPACK runtime with a workspace on the
 // process's thread pool (threadpool::pthreadpool_handle()).
 EXECUTORCH_API runtime::BackendInterface& xnnpack_backend();
+
+// For each instruction of the first method of `program` (a .pte), why XnnpackBackend would not
+// run it ('' where it would): the partitioner's question, answered by the code init runs.
+EXECUTORCH_API runtime::Result<std::vector<std::string>> explain_instructions(runtime::Span<const uint8_t> program);
 
 }  // namespace xnnpack
 }  // namespace backends

@@ -599,7 +599,7 @@ def export(
     *,
     method_name: str = "forward",
     metadata: dict[str, str] | None = None,
-    backend: str | None = None,
+    backend: str | Sequence[str] | None = None,
     cuda_archs: Sequence[str] | None = None,
     dtype: torch.dtype | None = None,
     quantize: str | None = None,
@@ -610,6 +610,10 @@ def export(
 
     backend="cuda" delegates every run of operators CudaBackend implements (float32) to it; the
     rest stays with the CPU kernels. Such a program needs a CUDA device where it is loaded.
+    backend="xnnpack" delegates what XnnpackBackend runs (float32 convolutions, linear layers,
+    pooling, activations, elementwise operators, softmax, concatenation, padding, resizing, means,
+    layer norm and attention) to XNNPACK on the CPU. backend=["cuda", "xnnpack"] gives each operator
+    to the first of the two that runs it.
     cuda_archs (e.g. ["sm_90", "compute_90"]) restricts it to devices of those architectures
     (real code) or newer (PTX); loading elsewhere fails with an error naming both.
     dtype (torch.float16 or torch.bfloat16) exports a copy of `module` whose parameters, buffers and
@@ -648,15 +652,30 @@ def export(
                     tf32_convolutions=tf32_convolutions, metadata=metadata)
 
 
-def _check_options(backend: str | None, cuda_archs: Sequence[str] | None, dtype: torch.dtype | None,
+# The backends export(backend=...) names, and their registered names.
+BACKENDS = {"cuda": "CudaBackend", "xnnpack": "XnnpackBackend"}
+
+
+def backends_of(backend: str | Sequence[str] | None) -> list[str]:
+    """export's `backend` as a list of names of BACKENDS, in the order operators are offered to
+    them: None or "cpu" is none (the CPU kernels only)."""
+    if backend is None or backend == "cpu":
+        return []
+    names = [backend] if isinstance(backend, str) else list(backend)
+    if not names or any(n not in BACKENDS for n in names) or len(set(names)) != len(names):
+        raise ExportError(f"unknown backend {backend!r}: use None (CPU), 'cuda', 'xnnpack' or a list of these, "
+                          "each once (['cuda', 'xnnpack'])")
+    return names
+
+
+def _check_options(backend: str | Sequence[str] | None, cuda_archs: Sequence[str] | None, dtype: torch.dtype | None,
                    quantize: str | None, tf32_convolutions: bool, group_size: int = 32) -> None:
-    if backend not in (None, "cpu", "cuda"):
-        raise ExportError(f"unknown backend {backend!r}: use None (CPU) or 'cuda'")
+    cuda = "cuda" in backends_of(backend)
     if cuda_archs is not None:
         bad = [a for a in cuda_archs if not re.fullmatch(r"(sm|compute)_[0-9]{2,3}", a)]
-        if backend != "cuda" or bad or not cuda_archs:
+        if not cuda or bad or not cuda_archs:
             raise ExportError(f"cuda_archs needs backend='cuda' and names like 'sm_90' or 'compute_90', got {list(cuda_archs)}")
-    if tf32_convolutions and (backend != "cuda" or dtype not in (None, torch.float32)):
+    if tf32_convolutions and (not cuda or dtype not in (None, torch.float32)):
         raise ExportError(f"tf32_convolutions needs backend='cuda' and float32, got backend={backend!r}, dtype={dtype}")
     if dtype is not None and dtype not in (torch.float32, torch.float16, torch.bfloat16):
         raise ExportError(f"dtype must be torch.float32, torch.float16 or torch.bfloat16, got {dtype}")
@@ -666,7 +685,7 @@ def _check_options(backend: str | None, cuda_archs: Sequence[str] | None, dtype:
         raise ExportError(f"quantize='int8' takes float32 activations; it does not combine with dtype={dtype}")
     if quantize == "int4" and group_size not in (32, 64, 128):
         raise ExportError(f"quantize='int4' takes group_size 32, 64 or 128, got {group_size!r}")
-    if quantize in ("int4", "int8_weight_only") and backend == "cuda":
+    if quantize in ("int4", "int8_weight_only") and cuda:
         raise ExportError(f"quantize={quantize!r} runs on the CPU kernels; CudaBackend has no kernel for it yet")
 
 
@@ -729,37 +748,42 @@ def _captured_in_float32(module: torch.nn.Module, example_inputs: Sequence[Any],
         return None
 
 
-def _decomposed(ep: torch.export.ExportedProgram, backend: str | None) -> torch.export.ExportedProgram:
+def _decomposed(ep: torch.export.ExportedProgram,
+                backend: str | Sequence[str] | None) -> torch.export.ExportedProgram:
     """`ep` in the operators the kernels implement, rewritten for the CPU or the device."""
     with torch.no_grad():
         ep = ep.run_decompositions(_decompositions())
-        simplify(ep, for_device=backend == "cuda")
+        simplify(ep, for_device="cuda" in backends_of(backend))
         _fusions.fuse(ep.graph)
     return ep
 
 
-def _program(methods: dict[str, torch.export.ExportedProgram], *, backend: str | None = None,
+def _program(methods: dict[str, torch.export.ExportedProgram], *, backend: str | Sequence[str] | None = None,
              cuda_archs: Sequence[str] | None = None, dtype: torch.dtype | None = None,
              tf32_convolutions: bool = False, metadata: dict[str, str] | None = None) -> bytes:
     """The .pte bytes of a program with one method per entry of `methods` (decomposed graphs of one
     module), sharing its constants and its mutable buffers."""
-    widen = dtype if dtype in (torch.float16, torch.bfloat16) and backend != "cuda" else None
+    names = backends_of(backend)
+    widen = dtype if dtype in (torch.float16, torch.bfloat16) and "cuda" not in names else None
     shared = _Shared()
     plans = [_lower(ep, name, set(supported_operators()), widen, shared)[0] for name, ep in methods.items()]
     segments = [shared.data()]
     meta = {"producer": "executorch.export", "torch_version": torch.__version__, **(metadata or {})}
-    if backend == "cuda":
-        from executorch.export._partition import delegate_to_cuda, drop_unused_constants
+    if names:
+        from executorch.export._partition import delegate, drop_unused_constants
 
-        specs = {"cuda_archs": ",".join(cuda_archs).encode()} if cuda_archs else {}
+        specs: dict[str, bytes] = {"cuda_archs": ",".join(cuda_archs).encode()} if cuda_archs else {}
         if tf32_convolutions:
             specs["tf32_convolutions"] = b"1"
-        total = 0
+        totals = dict.fromkeys(names, 0)
         for p in plans:
-            calls, refused = delegate_to_cuda(p, segments[0], segments, specs, shared.mutable)
-            total += calls
-            if dtype in (torch.float16, torch.bfloat16):
+            calls, refused = delegate(p, segments[0], segments, [BACKENDS[n] for n in names],
+                                      {BACKENDS["cuda"]: specs}, shared.mutable)
+            for n in names:
+                totals[n] += calls[BACKENDS[n]]
+            if "cuda" in names and dtype in (torch.float16, torch.bfloat16):
                 _check_all_delegated(p, dtype, refused)
         segments[0] = drop_unused_constants(plans, segments[0], shared.mutable)
-        meta["cuda_delegate_calls"] = str(total)
+        for n in names:
+            meta[f"{n}_delegate_calls"] = str(totals[n])
     return serialize(ProgramSpec(plans=plans, segments=segments, metadata=meta, mutable_buffers=shared.mutable))

@@ -1,10 +1,12 @@
-"""Delegation to the CUDA backend: moves runs of supported instructions into CudaBackend calls.
+"""Delegation: moves runs of instructions a backend runs into calls of that backend.
 
-Each maximal run of consecutive instructions that CudaBackend implements becomes one DelegateCall;
-its payload is a program of its own (the same .pte format: the run's values, constants and memory
-plan). What the backend cannot run stays with the CPU kernels. Method inputs read only by delegate
-calls are left unplanned, so a caller's tensor (host or device memory) is handed to the delegate
-without a copy on the CPU side; such inputs are marked as device tensors in the program.
+Each instruction goes to the first of the chosen backends (CudaBackend, XnnpackBackend) that runs
+it, as the backend's own checks answer. Each maximal run of consecutive instructions given to one
+backend becomes one DelegateCall; its payload is a program of its own (the same .pte format: the
+run's values, constants and memory plan). What no backend runs stays with the CPU kernels. Method
+inputs read only by CudaBackend calls are left unplanned, so a caller's tensor (host or device
+memory) is handed to the delegate without a copy on the CPU side; such inputs are marked as device
+tensors in the program.
 
 Program state (a key/value cache) that a payload updates is declared by the payload as mutable
 buffers of the same names: the backend keeps one device copy of each in the method's program state,
@@ -22,7 +24,10 @@ from executorch.export._errors import ExportError
 from executorch.serialization.pte import (Delegate, DelegateCall, IntListValue, IntValue, KernelCall, MutableBuffer,
                                          Plan, ProgramSpec, TensorListValue, TensorSpec, TensorValue, serialize)
 
-BACKEND_ID = "CudaBackend"
+CUDA = "CudaBackend"
+XNNPACK = "XnnpackBackend"
+# Each backend's answer to "which instructions would you run", in _C.
+_EXPLAIN = {CUDA: "cuda_explain_instructions", XNNPACK: "xnnpack_explain_instructions"}
 
 
 def _kernels(instructions: list[KernelCall | DelegateCall]) -> list[KernelCall]:
@@ -49,43 +54,57 @@ def cpu_operators_on(p: Plan, dtype_code: int) -> list[str]:
                    if isinstance(ins, KernelCall) and any(t.dtype == dtype_code for t in _tensor_args(p, ins.args))})
 
 
-def refusals(p: Plan, constants: bytes, mutable: list[MutableBuffer] | None = None) -> list[str]:
+def refusals(p: Plan, constants: bytes, mutable: list[MutableBuffer] | None = None,
+             backend: str = CUDA) -> list[str]:
     """For each instruction of `p` (whose program declares the mutable buffers `mutable`), why
-    CudaBackend cannot run it ('' where it can).
+    `backend` cannot run it ('' where it can).
 
-    The answer comes from the backend's own payload checks (backends/cuda/runtime/payload.cpp, the
-    code its init runs), asked through the extension on the CPU: what is delegated is exactly what
-    the backend accepts, and an operator or a limit is added in one place.
+    The answer comes from the backend's own checks (backends/cuda/runtime/payload.cpp,
+    backends/xnnpack/runtime/subgraph.cpp: the code its init runs), asked through the extension on
+    the CPU: what is delegated is exactly what the backend accepts, and an operator or a limit is
+    added in one place. XnnpackBackend keeps no program state: instructions reading or writing it
+    stay elsewhere.
     """
     from executorch import _C
 
     program = serialize(ProgramSpec(plans=[p], segments=[constants], metadata={"producer": "executorch.export"},
                                     mutable_buffers=list(mutable or [])))
-    return list(_C.cuda_explain_instructions(program))
+    reasons = list(getattr(_C, _EXPLAIN[backend])(program))
+    if backend == XNNPACK:
+        for k, ins in enumerate(_kernels(p.instructions)):
+            if not reasons[k] and any(_is_state(p.values[t]) for a in ins.args for t in p.tensors_in(a)):
+                reasons[k] = f"{XNNPACK} keeps no program state"
+    return reasons
+
+
+def _spans(labels: list[str | None]) -> list[tuple[int, int, str]]:
+    """Maximal runs [lo, hi) of equal labels that are not None, with their label."""
+    spans: list[tuple[int, int, str]] = []
+    for k, label in enumerate(labels):
+        if label is None:
+            continue
+        if spans and spans[-1][1] == k and spans[-1][2] == label:
+            spans[-1] = (spans[-1][0], k + 1, label)
+        else:
+            spans.append((k, k + 1, label))
+    return spans
 
 
 def _runs(p: Plan, constants: bytes, reasons: list[str] | None = None) -> list[tuple[int, int]]:
-    runs, start = [], None
-    for k, why in enumerate(refusals(p, constants) if reasons is None else reasons):
-        if not why:
-            start = k if start is None else start
-        elif start is not None:
-            runs.append((start, k))
-            start = None
-    if start is not None:
-        runs.append((start, len(p.instructions)))
-    return runs
+    """The runs of `p` CudaBackend takes (given its `reasons`, or asking it)."""
+    labels = [None if why else CUDA for why in (refusals(p, constants) if reasons is None else reasons)]
+    return [(lo, hi) for lo, hi, _ in _spans(labels)]
 
 
 def _is_state(v: object) -> bool:
     return isinstance(v, TensorValue) and v.payload.mutable_buffer >= 0
 
 
-def _subprogram(p: Plan, constants: bytes, lo: int, hi: int,
-                mutable: list[MutableBuffer] | None = None) -> tuple[bytes, list[int], list[int]]:
+def _subprogram(p: Plan, constants: bytes, lo: int, hi: int, mutable: list[MutableBuffer] | None = None,
+                backend: str = CUDA) -> tuple[bytes, list[int], list[int]]:
     """The .pte of instructions [lo, hi) of `p` (whose program declares the mutable buffers
-    `mutable`), and its inputs and outputs as indices of `p`. The program state it reads or writes
-    is declared by the payload under the buffers' names, without data."""
+    `mutable`) for `backend`, and its inputs and outputs as indices of `p`. The program state it
+    reads or writes is declared by the payload under the buffers' names, without data."""
     body = _kernels(p.instructions[lo:hi])
     defined: set[int] = set()
     for ins in body:
@@ -167,7 +186,7 @@ def _subprogram(p: Plan, constants: bytes, lo: int, hi: int,
         sub.tensor(i).mem_offset = groups[root].offset + offset
     sub.buffer_sizes = [size]
     payload = serialize(ProgramSpec(plans=[sub], segments=[bytes(blob)], mutable_buffers=buffers,
-                                    metadata={"producer": "executorch.export", "backend": BACKEND_ID}))
+                                    metadata={"producer": "executorch.export", "backend": backend}))
     return payload, inputs, outputs
 
 
@@ -344,8 +363,8 @@ def drop_unused_constants(plans: list[Plan], constants: bytes, mutable: list[Mut
 
 
 def _check_state_delegated(p: Plan, reasons: list[str]) -> None:
-    """Raises where program state that a delegated instruction reads or writes is also read or
-    written by one left to the CPU kernels: the delegates keep that state on the device."""
+    """Raises where program state that an instruction CudaBackend runs (reasons[k] == '') reads or
+    writes is also read or written by one it does not: CudaBackend keeps that state on the device."""
     on_device: set[int] = set()
     on_host: dict[int, str] = {}
     for ins, why in zip(_kernels(p.instructions), reasons):
@@ -360,42 +379,52 @@ def _check_state_delegated(p: Plan, reasons: list[str]) -> None:
                           f"{on_host[mixed[0]]} would read or write it on the CPU")
 
 
-def delegate_to_cuda(p: Plan, constants: bytes, segments: list[bytes], compile_specs: dict[str, bytes] | None = None,
-                     mutable: list[MutableBuffer] | None = None) -> tuple[int, dict[str, str]]:
-    """Rewrites `p` in place; appends payloads to `segments` (the constants, segments[0], stay whole
-    for the program's other methods: drop_unused_constants trims them after the last); each delegate
-    call carries `compile_specs`. `mutable`: the
-    program's mutable buffers. Returns the number of delegate calls, and for each operator left to
-    the CPU kernels the backend's first reason."""
-    reasons = refusals(p, constants, mutable)
+def delegate(p: Plan, constants: bytes, segments: list[bytes], backends: list[str],
+             compile_specs: dict[str, dict[str, bytes]] | None = None,
+             mutable: list[MutableBuffer] | None = None) -> tuple[dict[str, int], dict[str, str]]:
+    """Rewrites `p` in place, each instruction going to the first of `backends` that runs it;
+    appends payloads to `segments` (the constants, segments[0], stay whole for the program's other
+    methods: drop_unused_constants trims them after the last). Each delegate call carries its
+    backend's `compile_specs`. `mutable`: the program's mutable buffers. Returns the number of
+    delegate calls per backend, and for each operator left to the CPU kernels the first backend's
+    first reason."""
+    reasons = {b: refusals(p, constants, mutable, b) for b in backends}
+    labels: list[str | None] = []
     refused: dict[str, str] = {}
-    for ins, why in zip(_kernels(p.instructions), reasons):
-        if why:
-            refused.setdefault(_op_name(p, ins), why)
-    _check_state_delegated(p, reasons)
-    runs = _runs(p, constants, reasons)
-    if not runs:
-        return 0, refused
+    for k, ins in enumerate(_kernels(p.instructions)):
+        label = next((b for b in backends if not reasons[b][k]), None)
+        labels.append(label)
+        if label is None:
+            refused.setdefault(_op_name(p, ins), reasons[backends[0]][k])
+    if CUDA in backends:
+        _check_state_delegated(p, ["" if label == CUDA else reasons[CUDA][k] or "not CudaBackend's"
+                                   for k, label in enumerate(labels)])
+    calls = {b: 0 for b in backends}
+    spans = _spans(labels)
+    if not spans:
+        return calls, refused
     new_instructions = []
     previous = 0
-    for lo, hi in runs:
+    for lo, hi, backend in spans:
         new_instructions += p.instructions[previous:lo]
-        payload, inputs, outputs = _subprogram(p, constants, lo, hi, mutable)
+        payload, inputs, outputs = _subprogram(p, constants, lo, hi, mutable, backend)
         segments.append(payload)
-        p.delegates.append(Delegate(backend_id=BACKEND_ID, segment=len(segments) - 1,
-                                    compile_specs=dict(compile_specs or {})))
+        p.delegates.append(Delegate(backend_id=backend, segment=len(segments) - 1,
+                                    compile_specs=dict((compile_specs or {}).get(backend, {}))))
         new_instructions.append(DelegateCall(len(p.delegates) - 1, inputs + outputs))
+        calls[backend] += 1
         previous = hi
     new_instructions += p.instructions[previous:]
     p.instructions = new_instructions
-    # Inputs only delegates read are handed over as they are (host or device memory).
+    # Inputs only CudaBackend calls read are handed over as they are (host or device memory).
     readers: dict[int, list] = {}
     for instruction in p.instructions:
         for a in instruction.args:
             readers.setdefault(a, []).append(instruction)
     for i in p.inputs:
         users = readers.get(i, [])
-        if users and all(isinstance(u, DelegateCall) for u in users) and i not in p.outputs:
+        if (users and all(isinstance(u, DelegateCall) and p.delegates[u.delegate_index].backend_id == CUDA
+                          for u in users) and i not in p.outputs):
             spec = p.tensor(i)
             spec.mem_id, spec.mem_offset, spec.device = -1, 0, 1
-    return len(runs), refused
+    return calls, refused
