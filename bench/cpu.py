@@ -1,4 +1,5 @@
-"""CPU latency of the executorch runtime against torch eager.
+"""CPU latency of the executorch runtime against torch eager: our CPU kernels, and our XNNPACK
+delegate (export(backend="xnnpack")).
 
     python bench/cpu.py [--models zoo|real|more] [--threads N] [--batches 1,8] [--repeat 50] [--json out.json]
                         [--upstream /path/to/upstream-venv/bin/python]
@@ -12,7 +13,8 @@ transformers, timm for real) and an installed executorch (the wheel, or the pack
 
 --upstream (real and more only) also runs PyTorch's ExecuTorch on the same models, through
 bench/upstream.py in the interpreter given (an environment of its own; that file says how to make
-one), with its XNNPACK delegate and with its portable kernels, and adds ours / theirs ratios.
+one), with its XNNPACK delegate and with its portable kernels, and adds ratios: our XNNPACK
+delegate / theirs, and our CPU kernels / their portable kernels.
 """
 
 from __future__ import annotations
@@ -78,40 +80,47 @@ def main() -> int:
     for name, batch, factory in cases(args.models, [int(b) for b in args.batches.split(",")]):
         model, inputs = factory()
         method = Runtime.get().load_program(export(model, inputs)).load_method("forward")
+        program = Runtime.get().load_program(export(model, inputs, backend="xnnpack"))
+        xnn_method = program.load_method("forward")
         arrays = [x.numpy() for x in inputs]
         with torch.no_grad():
             ref = torch.utils._pytree.tree_leaves(model(*inputs))[0]
             eager = median_ms(lambda: model(*inputs), args.repeat)
         ours_out = method.execute(arrays)[0]
         ours = median_ms(lambda: method.execute(arrays), args.repeat)
-        err = float((torch.from_numpy(ours_out) - ref).abs().max())
+        xnn_out = xnn_method.execute(arrays)[0]
+        xnn = median_ms(lambda: xnn_method.execute(arrays), args.repeat)
+        err = max(float((torch.from_numpy(o) - ref).abs().max()) for o in (ours_out, xnn_out))
         rows.append({"model": name, "batch": batch, "threads": args.threads, "ours_ms": ours, "torch_ms": eager,
-                     "ratio": ours / eager, "max_abs_err": err})
-        print(f"{name:28} {batch:5d} {ours:10.3f} {eager:10.3f} {ours / eager:7.2f} {err:10.2e}", flush=True)
+                     "ratio": ours / eager, "xnn_ms": xnn, "xnn_calls": int(program.metadata("xnnpack_delegate_calls")),
+                     "ratio_xnn_torch": xnn / eager, "max_abs_err": err})
+        print(f"{name:28} {batch:5d} {ours:10.3f} {xnn:10.3f} {eager:10.3f} {err:10.2e}", flush=True)
     if args.upstream:
         theirs = upstream_rows(args.upstream, [r["model"] for r in rows], args.threads, args.repeat)
         for r in rows:
             up = theirs.get(r["model"], {})
-            for kind in ("xnnpack", "portable"):
+            for kind, ours_key in (("xnnpack", "xnn_ms"), ("portable", "ours_ms")):
                 entry = up.get(kind, {"error": "not run"})
                 r[f"{kind}_ms"] = entry.get("ms")
-                r[f"ratio_{kind}"] = r["ours_ms"] / entry["ms"] if entry.get("ms") else None
+                r[f"ratio_{kind}"] = r[ours_key] / entry["ms"] if entry.get("ms") else None
                 if not entry.get("ms"):
                     r[f"{kind}_error"] = entry.get("error")
     up_head = f" {'xnnpack ms':>10} {'/xnnpack':>8} {'portable ms':>11} {'/portable':>9}" if args.upstream else ""
-    print(f"\n{'model':28} {'batch':>5} {'ours ms':>10} {'torch ms':>10} {'ratio':>7} {'max |err|':>10}" + up_head)
+    print(f"\n{'model':28} {'batch':>5} {'ours ms':>10} {'torch ms':>10} {'ratio':>7} {'xnn ms':>10} {'calls':>5} "
+          f"{'xnn/torch':>9} {'max |err|':>10}" + up_head)
     for r in rows:
         line = (f"{r['model']:28} {r['batch']:5d} {r['ours_ms']:10.3f} {r['torch_ms']:10.3f} {r['ratio']:7.2f} "
-                f"{r['max_abs_err']:10.2e}")
+                f"{r['xnn_ms']:10.3f} {r['xnn_calls']:5d} {r['ratio_xnn_torch']:9.2f} {r['max_abs_err']:10.2e}")
         if args.upstream:
             line += (f" {_cell(r['xnnpack_ms'], 10, '.3f')} {_cell(r['ratio_xnnpack'], 8, '.2f')}"
                      f" {_cell(r['portable_ms'], 11, '.3f')} {_cell(r['ratio_portable'], 9, '.2f')}")
         print(line)
-    print(f"\n{len(rows)} cases; " + summary(rows, "ratio", "torch"))
+    print(f"\n{len(rows)} cases; CPU kernels: " + summary(rows, "ratio", "torch"))
+    print("our XNNPACK delegate: " + summary(rows, "ratio_xnn_torch", "torch"))
     if args.upstream:
         for kind in ("xnnpack", "portable"):
             failed = [r["model"] for r in rows if r[f"ratio_{kind}"] is None]
-            print(f"upstream {kind}: " + summary([r for r in rows if r[f"ratio_{kind}"] is not None], f"ratio_{kind}",
+            print(f"upstream {kind} (ours: {'XNNPACK delegate' if kind == 'xnnpack' else 'CPU kernels'}): " + summary([r for r in rows if r[f"ratio_{kind}"] is not None], f"ratio_{kind}",
                                                   kind) + (f"; it failed on {', '.join(failed)}" if failed else ""))
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=2))

@@ -91,7 +91,8 @@ def test_no_hidden_copy_of_the_registry(wheel: Wheel) -> None:
 @shared_only()
 def test_extension_links_the_libraries_and_defines_none_of_them(wheel: Wheel) -> None:
     ext = wheel.objects[extension(wheel)]
-    expected = ["libexecutorch.so.1", "libexecutorch_threadpool.so.1", "libexecutorch_kernels.so.1"]
+    expected = ["libexecutorch.so.1", "libexecutorch_threadpool.so.1", "libexecutorch_kernels.so.1",
+                "libexecutorch_backend_xnnpack.so.1"]
     if CUDA:
         expected += ["libexecutorch_cuda_backend.so.1", "libexecutorch_extension_cuda.so.1", "libaoti_cuda_shims.so"]
     assert set(expected) <= set(ext.needed), ext.needed
@@ -212,6 +213,8 @@ def test_symcheck_passes_on_the_wheel_and_names_each_definer(wheel: Wheel, capsy
         "CUDA stream helper": "ok" if CUDA else "absent",
         "CUDA shims": "ok" if CUDA else "absent",
         "CUDA delegate": "ok" if CUDA else "absent",
+        "XNNPACK": "ok",
+        "XNNPACK delegate": "ok",
     }
     assert symcheck.main([str(wheel.path), "--duplicates"]) == 0
     out = capsys.readouterr().out

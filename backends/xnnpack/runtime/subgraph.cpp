@@ -215,6 +215,17 @@ Error SubgraphBuilder::node(size_t i) {
   }
   if (op == "aten::mul.Tensor" && two) return binary(xnn_binary_multiply, a[0], a[1], a[2], name);
   if (op == "aten::div.Tensor" && two) return binary(xnn_binary_divide, a[0], a[1], a[2], name);
+  // A number as the second operand (x * 0.5, x + 1.0): a static scalar.
+  if ((op == "aten::add.Tensor" || op == "aten::sub.Tensor") && n == 4 && is_number(a[1])) {
+    XNN_CHECK(is_number(a[2]), "%s %s: arguments", kXnnpackBackendName, name);
+    const double c = a[1]->scalar_as_double() * a[2]->scalar_as_double();
+    return binary_scalar(xnn_binary_add, a[0], static_cast<float>(op == "aten::add.Tensor" ? c : -c), a[3], name);
+  }
+  if ((op == "aten::mul.Tensor" || op == "aten::div.Tensor") && n == 3 && is_number(a[1])) {
+    const double c = a[1]->scalar_as_double();
+    return binary_scalar(op == "aten::mul.Tensor" ? xnn_binary_multiply : xnn_binary_divide, a[0],
+                         static_cast<float>(c), a[2], name);
+  }
   if (op == "aten::maximum" && two) return binary(xnn_binary_maximum, a[0], a[1], a[2], name);
   if (op == "aten::minimum" && two) return binary(xnn_binary_minimum, a[0], a[1], a[2], name);
   if ((op == "aten::add.Scalar" && n == 4) || (op == "aten::mul.Scalar" && n == 3)) {
@@ -244,6 +255,9 @@ Error SubgraphBuilder::node(size_t i) {
   if (op == "aten::_softmax" && n == 4) return softmax(a, name);
   if (op == "aten::native_layer_norm" && n == 8) return layer_norm(a, i, name);
   if (op == "aten::scaled_dot_product_attention" && n == 9) return attention(a, name);
+  if (op == "aten::split_with_sizes" && n >= 4) return split(a, i, name);
+  if (op == "executorch::rms_norm" && n == 4) return rms_norm(a, name);
+  if (op == "executorch::rope" && n == 4) return rope(a, name);
   return unary(op, a);
 }
 
@@ -306,6 +320,17 @@ Error SubgraphBuilder::unary(const std::string& op, Span<EValue*> a) {
     const double e = a[1]->scalar_as_double();
     if (e == 2.0) kind = xnn_unary_square;
     if (e == 0.5) kind = xnn_unary_square_root;
+    if (e == 3.0) {  // x * x^2 (GPT-2's tanh GELU)
+      ET_TRY(need_float(a[0], name));
+      const bool cl = held_nhwc(a[0]);
+      ET_TRY_ASSIGN(const uint32_t x, cl ? nhwc(a[0], name) : torch(a[0], name));
+      const Tensor& t = a[0]->to_tensor();
+      ET_TRY_ASSIGN(const uint32_t sq, define(cl ? nhwc_dims(t) : dims_of(t)));
+      ET_TRY_ASSIGN(const uint32_t y, output(a[2], cl, name));
+      ET_TRY(status(xnn_define_unary(s_, xnn_unary_square, nullptr, x, sq, 0), "square"));
+      ET_TRY(status(xnn_define_binary(s_, xnn_binary_multiply, nullptr, x, sq, y, 0), "multiply"));
+      return cl ? alias(a[2], y, true, name) : Error::Ok;
+    }
   }
   XNN_CHECK(kind != xnn_unary_invalid && bad == nullptr, "%s does not run %s%s", kXnnpackBackendName, name,
             bad ? " with these arguments" : "");
@@ -382,11 +407,14 @@ Error SubgraphBuilder::matmul(Span<EValue*> a, const char* op) {
 }
 
 // convolution(x, w, bias, stride, padding, dilation, transposed, output_padding, groups, out),
-// 2-D, with constant weights (repacked from OIHW to XNNPACK's OHWI once): channels-last.
+// 2-D (channels-last) or 1-D (as 2-D of height 1), with constant weights (repacked from OIHW to
+// XNNPACK's OHWI once).
 Error SubgraphBuilder::convolution(Span<EValue*> a, const char* op) {
   for (size_t k : {0, 1, 9}) ET_TRY(need_float(a[k], op));
   const Tensor &x = a[0]->to_tensor(), &w = a[1]->to_tensor(), &o = a[9]->to_tensor();
-  XNN_CHECK(x.dim() == 4 && w.dim() == 4 && o.dim() == 4, "%s %s: only 2-D convolutions", kXnnpackBackendName, op);
+  const bool one_d = x.dim() == 3;
+  XNN_CHECK((x.dim() == 4 || one_d) && w.dim() == x.dim() && o.dim() == x.dim(), "%s %s: only 1-D and 2-D convolutions",
+            kXnnpackBackendName, op);
   XNN_CHECK(a[6]->is_bool() && !a[6]->to_bool() && a[8]->is_int(), "%s %s: only non-transposed convolutions",
             kXnnpackBackendName, op);
   XNN_CHECK(is_constant(a[1]) && (a[2]->is_none() || (is_float_tensor(a[2]) && is_constant(a[2]))),
@@ -395,20 +423,34 @@ Error SubgraphBuilder::convolution(Span<EValue*> a, const char* op) {
   XNN_CHECK(groups > 0 && x.size(1) % groups == 0 && w.size(0) % groups == 0 && w.size(1) == x.size(1) / groups &&
                 w.size(0) == o.size(1),
             "%s %s: channels and groups disagree", kXnnpackBackendName, op);
-  int64_t v[6];  // stride, padding, dilation (height, width)
-  for (size_t d = 0; d < 2; ++d) {
-    ET_TRY_ASSIGN(v[d], pair_at(a[3], d, 1, op));
-    ET_TRY_ASSIGN(v[2 + d], pair_at(a[4], d, 0, op));
-    ET_TRY_ASSIGN(v[4 + d], pair_at(a[5], d, 1, op));
+  int64_t v[6] = {1, 1, 0, 0, 1, 1};  // stride, padding, dilation (height, width)
+  for (size_t d = one_d ? 1 : 0; d < 2; ++d) {
+    const size_t at = one_d ? 0 : d;
+    ET_TRY_ASSIGN(v[d], pair_at(a[3], at, 1, op));
+    ET_TRY_ASSIGN(v[2 + d], pair_at(a[4], at, 0, op));
+    ET_TRY_ASSIGN(v[4 + d], pair_at(a[5], at, 1, op));
   }
   for (int k = 0; k < 6; ++k) {
     XNN_CHECK(v[k] >= (k == 2 || k == 3 ? 0 : 1) && v[k] <= 65535, "%s %s: stride, padding or dilation out of range",
               kXnnpackBackendName, op);
   }
-  ET_TRY_ASSIGN(const uint32_t in, nhwc(a[0], op));
-  // OIHW -> OHWI
   const size_t O = static_cast<size_t>(w.size(0)), I = static_cast<size_t>(w.size(1)),
-               KH = static_cast<size_t>(w.size(2)), KW = static_cast<size_t>(w.size(3));
+               KH = one_d ? 1 : static_cast<size_t>(w.size(2)), KW = static_cast<size_t>(w.size(one_d ? 2 : 3));
+  // 1-D: [N, C, L] is NHWC [N, 1, L, C] after a transpose and a reshape, and back after.
+  const size_t N = static_cast<size_t>(x.size(0)), C = static_cast<size_t>(x.size(1));
+  uint32_t in;
+  if (one_d) {
+    const size_t L = static_cast<size_t>(x.size(2));
+    ET_TRY_ASSIGN(const uint32_t src, torch(a[0], op));
+    ET_TRY_ASSIGN(const uint32_t nlc, define({N, L, C}));
+    const size_t swap[3] = {0, 2, 1}, shape[4] = {N, 1, L, C};
+    ET_TRY(status(xnn_define_static_transpose(s_, 3, swap, src, nlc, 0), "xnn_define_static_transpose"));
+    ET_TRY_ASSIGN(in, define({N, 1, L, C}));
+    ET_TRY(status(xnn_define_static_reshape(s_, 4, shape, nlc, in, 0), "xnn_define_static_reshape"));
+  } else {
+    ET_TRY_ASSIGN(in, nhwc(a[0], op));
+  }
+  // OIHW -> OHWI
   std::vector<float> packed(O * I * KH * KW);
   const float* src = static_cast<const float*>(w.const_data_ptr());
   for (size_t oc = 0; oc < O; ++oc)
@@ -422,7 +464,13 @@ Error SubgraphBuilder::convolution(Span<EValue*> a, const char* op) {
               kXnnpackBackendName, op);
     ET_TRY_ASSIGN(bias, define({O}, a[2]->to_tensor().const_data_ptr()));
   }
-  ET_TRY_ASSIGN(const uint32_t out, output(a[9], true, op));
+  uint32_t out;
+  const size_t Lo = one_d ? static_cast<size_t>(o.size(2)) : 0;
+  if (one_d) {
+    ET_TRY_ASSIGN(out, define({N, 1, Lo, O}));
+  } else {
+    ET_TRY_ASSIGN(out, output(a[9], true, op));
+  }
   const uint32_t ph = static_cast<uint32_t>(v[2]), pw = static_cast<uint32_t>(v[3]);
   ET_TRY(status(xnn_define_convolution_2d(s_, ph, pw, ph, pw, static_cast<uint32_t>(KH), static_cast<uint32_t>(KW),
                                           static_cast<uint32_t>(v[0]), static_cast<uint32_t>(v[1]),
@@ -430,7 +478,12 @@ Error SubgraphBuilder::convolution(Span<EValue*> a, const char* op) {
                                           static_cast<uint32_t>(groups), I, O / static_cast<size_t>(groups), -INFINITY,
                                           INFINITY, in, filter, bias, out, 0),
                 "xnn_define_convolution_2d"));
-  return alias(a[9], out, true, op);
+  if (!one_d) return alias(a[9], out, true, op);
+  ET_TRY_ASSIGN(const uint32_t nlo, define({N, Lo, O}));
+  const size_t shape[3] = {N, Lo, O}, swap[3] = {0, 2, 1};
+  ET_TRY(status(xnn_define_static_reshape(s_, 3, shape, out, nlo, 0), "xnn_define_static_reshape"));
+  ET_TRY_ASSIGN(const uint32_t y, output(a[9], false, op));
+  return status(xnn_define_static_transpose(s_, 3, swap, nlo, y, 0), "xnn_define_static_transpose");
 }
 
 // max_pool2d_with_indices(x, kernel, stride, padding, dilation, ceil_mode, out, indices), its
@@ -853,6 +906,96 @@ Error SubgraphBuilder::attention(Span<EValue*> a, const char* op) {
   ET_TRY(status(xnn_define_softmax(s_, logits, p, 0), "softmax"));
   ET_TRY_ASSIGN(const uint32_t y, output(a[8], false, op));
   return status(xnn_define_batch_matrix_multiply(s_, p, vi, y, 0), "batch matrix multiply");
+}
+
+// split_with_sizes(x, sizes, dim, out...): a slice per piece that is read.
+Error SubgraphBuilder::split(Span<EValue*> a, size_t i, const char* op) {
+  ET_TRY(need_float(a[0], op));
+  const Tensor& x = a[0]->to_tensor();
+  XNN_CHECK(a[1]->is_int_list() && a[2]->is_int() && a.size() == 3 + a[1]->to_int_list().size() && x.dim() > 0,
+            "%s %s: arguments", kXnnpackBackendName, op);
+  const int64_t dim = wrap(a[2]->to_int(), x.dim());
+  XNN_CHECK(dim >= 0 && dim < x.dim(), "%s %s: dimension out of range", kXnnpackBackendName, op);
+  const auto sizes = a[1]->to_int_list();
+  int64_t at = 0;
+  for (size_t k = 0; k < sizes.size(); ++k) {
+    EValue* piece = a[3 + k];
+    ET_TRY(need_float(piece, op));
+    XNN_CHECK(sizes[k] >= 0 && at + sizes[k] <= x.size(static_cast<int>(dim)) &&
+                  piece->to_tensor().dim() == x.dim() && piece->to_tensor().size(static_cast<int>(dim)) == sizes[k],
+              "%s %s: piece %zu does not fit the input", kXnnpackBackendName, op, k);
+    if (used_elsewhere(piece, i) || external_.count(piece)) {
+      std::vector<size_t> offsets(static_cast<size_t>(x.dim()), 0);
+      offsets[static_cast<size_t>(dim)] = static_cast<size_t>(at);
+      const auto dims = dims_of(piece->to_tensor());
+      ET_TRY_ASSIGN(const uint32_t in, torch(a[0], op));
+      ET_TRY_ASSIGN(const uint32_t y, output(piece, false, op));
+      ET_TRY(status(xnn_define_static_slice(s_, dims.size(), offsets.data(), dims.data(), in, y, 0),
+                    "xnn_define_static_slice"));
+    }
+    at += sizes[k];
+  }
+  XNN_CHECK(at == x.size(static_cast<int>(dim)), "%s %s: pieces do not cover the input", kXnnpackBackendName, op);
+  return Error::Ok;
+}
+
+// executorch::rms_norm(x, weight, eps, out): x * rsqrt(mean(x^2, last) + eps) * weight.
+Error SubgraphBuilder::rms_norm(Span<EValue*> a, const char* op) {
+  ET_TRY(need_float(a[0], op));
+  ET_TRY(need_float(a[1], op));
+  const Tensor& x = a[0]->to_tensor();
+  XNN_CHECK(x.dim() >= 1 && is_number(a[2]) && a[1]->to_tensor().dim() == 1 &&
+                a[1]->to_tensor().size(0) == x.size(x.dim() - 1),
+            "%s %s: arguments", kXnnpackBackendName, op);
+  const auto dims = dims_of(x);
+  std::vector<size_t> kept = dims;
+  kept.back() = 1;
+  const size_t axis = dims.size() - 1;
+  ET_TRY_ASSIGN(const uint32_t in, torch(a[0], op));
+  ET_TRY_ASSIGN(const uint32_t w, torch(a[1], op));
+  ET_TRY_ASSIGN(const uint32_t eps, scalar(static_cast<float>(a[2]->scalar_as_double())));
+  ET_TRY_ASSIGN(const uint32_t squared, define(dims));
+  ET_TRY_ASSIGN(const uint32_t ms, define(kept));
+  ET_TRY_ASSIGN(const uint32_t ms_eps, define(kept));
+  ET_TRY_ASSIGN(const uint32_t rs, define(kept));
+  ET_TRY_ASSIGN(const uint32_t normed, define(dims));
+  ET_TRY_ASSIGN(const uint32_t y, output(a[3], false, op));
+  ET_TRY(status(xnn_define_unary(s_, xnn_unary_square, nullptr, in, squared, 0), "square"));
+  ET_TRY(status(xnn_define_static_reduce(s_, xnn_reduce_mean, 1, &axis, squared, ms, XNN_FLAG_KEEP_DIMS), "mean"));
+  ET_TRY(status(xnn_define_binary(s_, xnn_binary_add, nullptr, ms, eps, ms_eps, 0), "add"));
+  ET_TRY(status(xnn_define_unary(s_, xnn_unary_reciprocal_square_root, nullptr, ms_eps, rs, 0), "rsqrt"));
+  ET_TRY(status(xnn_define_binary(s_, xnn_binary_multiply, nullptr, in, rs, normed, 0), "multiply"));
+  return status(xnn_define_binary(s_, xnn_binary_multiply, nullptr, normed, w, y, 0), "multiply");
+}
+
+// executorch::rope(x, cos, sin, out): x * cos + cat(-x[..., D/2:], x[..., :D/2]) * sin.
+Error SubgraphBuilder::rope(Span<EValue*> a, const char* op) {
+  for (size_t k = 0; k < 4; ++k) ET_TRY(need_float(a[k], op));
+  const Tensor& x = a[0]->to_tensor();
+  XNN_CHECK(x.dim() >= 1 && x.size(x.dim() - 1) % 2 == 0, "%s %s: the input needs an even last size",
+            kXnnpackBackendName, op);
+  const auto dims = dims_of(x);
+  const size_t last = dims.size() - 1, half = dims[last] / 2;
+  std::vector<size_t> halves = dims, lo(dims.size(), 0), hi(dims.size(), 0);
+  halves[last] = half, hi[last] = half;
+  ET_TRY_ASSIGN(const uint32_t in, torch(a[0], op));
+  ET_TRY_ASSIGN(const uint32_t cos, torch(a[1], op));
+  ET_TRY_ASSIGN(const uint32_t sin, torch(a[2], op));
+  uint32_t first, second, negated, rotated, a_cos, r_sin;
+  ET_TRY_ASSIGN(first, define(halves));
+  ET_TRY_ASSIGN(second, define(halves));
+  ET_TRY_ASSIGN(negated, define(halves));
+  ET_TRY_ASSIGN(rotated, define(dims));
+  ET_TRY_ASSIGN(a_cos, define(dims));
+  ET_TRY_ASSIGN(r_sin, define(dims));
+  ET_TRY_ASSIGN(const uint32_t y, output(a[3], false, op));
+  ET_TRY(status(xnn_define_static_slice(s_, dims.size(), lo.data(), halves.data(), in, first, 0), "slice"));
+  ET_TRY(status(xnn_define_static_slice(s_, dims.size(), hi.data(), halves.data(), in, second, 0), "slice"));
+  ET_TRY(status(xnn_define_unary(s_, xnn_unary_negate, nullptr, second, negated, 0), "negate"));
+  ET_TRY(status(xnn_define_concatenate2(s_, static_cast<int32_t>(last), negated, first, rotated, 0), "concatenate"));
+  ET_TRY(status(xnn_define_binary(s_, xnn_binary_multiply, nullptr, in, cos, a_cos, 0), "multiply"));
+  ET_TRY(status(xnn_define_binary(s_, xnn_binary_multiply, nullptr, rotated, sin, r_sin, 0), "multiply"));
+  return status(xnn_define_binary(s_, xnn_binary_add, nullptr, a_cos, r_sin, y, 0), "add");
 }
 
 Result<std::vector<std::string>> explain_instructions(Span<const uint8_t> program) {

@@ -88,6 +88,9 @@ class SubgraphBuilder {
   runtime::Error softmax(runtime::Span<runtime::EValue*> a, const char* op);
   runtime::Error layer_norm(runtime::Span<runtime::EValue*> a, size_t i, const char* op);
   runtime::Error attention(runtime::Span<runtime::EValue*> a, const char* op);
+  runtime::Error split(runtime::Span<runtime::EValue*> a, size_t i, const char* op);
+  runtime::Error rms_norm(runtime::Span<runtime::EValue*> a, const char* op);
+  runtime::Error rope(runtime::Span<runtime::EValue*> a, const char* op);
 
   runtime::Method& m_;
   xnn_subgraph_t s_;

@@ -203,6 +203,17 @@ EXECUTORCH_COMPONENTS = (
         ("_ZN10executorch8backends4cuda12cuda_backendEv",),
         strong=True,
     ),
+    Component(
+        "XNNPACK",
+        "executorch/lib/libexecutorch_backend_xnnpack.so.1",
+        ("xnn_create_runtime_v4", "xnn_initialize", "xnn_define_convolution_2d"),
+    ),
+    Component(
+        "XNNPACK delegate",
+        "executorch/lib/libexecutorch_backend_xnnpack.so.1",
+        ("_ZN10executorch8backends7xnnpack15xnnpack_backendEv",),
+        strong=True,
+    ),
 )
 
 
