@@ -3,6 +3,7 @@ throughput of the shim library (aoti_torch_cuda_mm_out) against torch.matmul.
 
     python bench/gpu.py [--batches 1,32] [--dtypes float32,float16,bfloat16,int8] [--repeat 50] [--gemm 4096] [--no-compile]
     python bench/gpu.py --models real [--dtypes float32,float16,bfloat16] [--compile resnet50,vit_b_16,...]
+    python bench/gpu.py --models real --calls-only [--only ...]   # no GPU needed
 
 Our side (zoo): the model exported with backend="cuda", run from Python with inputs in host memory
 (copied to the device and back by the delegate, as a CPU caller's would be). torch's side: the same
@@ -17,7 +18,8 @@ repeated to each of --batches, printing for each dtype and batch the number of d
 why export failed), ours on torch CUDA tensors (outputs left on the device, as torch's are), ours
 from host memory, torch eager and, for the models named by --compile in --compile-dtypes,
 torch.compile(mode="reduce-overhead"), with the largest error relative to torch's largest output.
-Ratios are ours on device tensors / torch. Convolutions in float32 are IEEE on both sides; dtype
+Ratios are ours on device tensors / torch. --calls-only exports without running (no GPU needed) and
+prints the delegate calls and the operators left to the CPU kernels. Convolutions in float32 are IEEE on both sides; dtype
 "tf32" is float32 with TF32 convolutions on both (export(tf32_convolutions=True), and
 torch.backends.cudnn.allow_tf32, PyTorch's default).
 """
@@ -103,7 +105,7 @@ def _batched(inputs: list[torch.Tensor], batch: int) -> list[torch.Tensor] | Non
 
 
 def real_models(dtypes: list[str], batches: list[int], compiled: set[str], compile_dtypes: set[str], repeat: int,
-                only: list[str] | None = None) -> None:
+                only: list[str] | None = None, calls_only: bool = False) -> None:
     from executorch.export import ExportError
     from tests.models.real import MODELS as REAL, MORE_MODELS
 
@@ -124,11 +126,21 @@ def real_models(dtypes: list[str], batches: list[int], compiled: set[str], compi
                 if inputs is None:
                     continue
                 try:
-                    program = Runtime.get().load_program(export(model, inputs, backend="cuda", dtype=dtype,
-                                                                tf32_convolutions=tf32))
+                    pte = export(model, inputs, backend="cuda", dtype=dtype, tf32_convolutions=tf32)
                 except ExportError as e:
                     print(f"{name:28} {label:>8} {batch:5d} export failed: {str(e)[:300]}", flush=True)
                     continue
+                if calls_only:
+                    from executorch.serialization.pte import KernelCall, deserialize
+
+                    spec = deserialize(pte)
+                    plan = spec.plans[0]
+                    left = sorted({plan.operators[i.op_index][0] for i in plan.instructions
+                                   if isinstance(i, KernelCall)})
+                    print(f"{name:28} {label:>8} {batch:5d} {spec.metadata['cuda_delegate_calls']:>5} "
+                          f"cpu: {', '.join(left) or '-'}", flush=True)
+                    continue
+                program = Runtime.get().load_program(pte)
                 method = program.load_method()
                 inputs = [x.to(dtype) if x.is_floating_point() else x for x in inputs]
                 gpu_model = model.to(dtype).cuda()
@@ -171,14 +183,15 @@ def main() -> int:
                         help="real models that also get the torch.compile column")
     parser.add_argument("--compile-dtypes", default="float16", help="dtypes of the torch.compile column (real)")
     parser.add_argument("--only", help="real models to run (default: all)")
+    parser.add_argument("--calls-only", action="store_true", help="real models: export only, print delegate calls")
     args = parser.parse_args()
-    assert torch.cuda.is_available(), "needs a CUDA device"
+    assert args.calls_only or torch.cuda.is_available(), "needs a CUDA device"
     if args.models == "real":
         dtypes = [d for d in args.dtypes.split(",") if d != "int8"]
         compiled = set(args.compile.split(",")) if not args.no_compile else set()
         real_models(dtypes, [int(b) for b in args.batches.split(",")], compiled, set(args.compile_dtypes.split(",")),
                     args.repeat,
-                    args.only.split(",") if args.only else None)
+                    args.only.split(",") if args.only else None, args.calls_only)
         return 0
     if args.gemm:
         gemm_tflops(args.gemm, args.repeat)

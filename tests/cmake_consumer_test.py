@@ -1,6 +1,7 @@
 """A C++ application (tests/consumers/cmake) built with CMake against the installed wheel, exactly as
-a user does it: find_package(executorch), executorch::runtime (and executorch::cuda_backend), Module
-and make_tensor_ptr. It runs an exported model and must match torch."""
+a user does it: find_package(executorch), executorch::runtime, executorch::xnnpack_backend (and
+executorch::cuda_backend), Module and make_tensor_ptr. It runs an exported model, on the CPU kernels
+and through XnnpackBackend, and must match torch."""
 
 from __future__ import annotations
 
@@ -53,16 +54,18 @@ def test_cmake_application_runs_a_model(tmp_path: Path) -> None:
     from executorch.export import export
 
     model, example = MODELS["mlp"]()
-    (tmp_path / "model.pte").write_bytes(export(model, example))
     (x,) = fresh_inputs(example, 3)
     (tmp_path / "input.bin").write_bytes(x.numpy().tobytes())
-    run = subprocess.run([build / "my_app", tmp_path / "model.pte", tmp_path / "input.bin",
-                          ",".join(map(str, x.shape)), tmp_path / "output.bin"], capture_output=True, text=True,
-                         env=env, cwd=tmp_path)
-    assert run.returncode == 0, run.stdout + run.stderr
-    # The C++ program sees the one registry: CudaBackend exactly once in a CUDA build.
-    assert run.stdout.splitlines()[0] == ("backends: CudaBackend" if CUDA else "backends:")
     with torch.no_grad():
         ref = model(x).numpy()
-    ours = np.frombuffer((tmp_path / "output.bin").read_bytes(), dtype=np.float32).reshape(ref.shape)
-    np.testing.assert_allclose(ours, ref, rtol=0, atol=1e-4 * max(1.0, float(np.abs(ref).max())))
+    for backend in (None, "xnnpack"):
+        (tmp_path / "model.pte").write_bytes(export(model, example, backend=backend))
+        run = subprocess.run([build / "my_app", tmp_path / "model.pte", tmp_path / "input.bin",
+                              ",".join(map(str, x.shape)), tmp_path / "output.bin"], capture_output=True, text=True,
+                             env=env, cwd=tmp_path)
+        assert run.returncode == 0, run.stdout + run.stderr
+        # The C++ program sees the one registry: each backend exactly once.
+        names = run.stdout.splitlines()[0].split()
+        assert names[0] == "backends:" and sorted(names[1:]) == (["CudaBackend"] if CUDA else []) + ["XnnpackBackend"]
+        ours = np.frombuffer((tmp_path / "output.bin").read_bytes(), dtype=np.float32).reshape(ref.shape)
+        np.testing.assert_allclose(ours, ref, rtol=0, atol=1e-4 * max(1.0, float(np.abs(ref).max())))

@@ -417,9 +417,8 @@ PYBIND11_MODULE(_C, m) {
   m.def("cuda_explain_instructions", explain(&executorch::backends::cuda::explain_instructions, "CudaBackend"),
         py::arg("program"),
         "For each instruction of the program: '' where CudaBackend can run it, else why not. Needs no GPU.");
-  m.def("xnnpack_explain_instructions",
-        explain(&executorch::backends::xnnpack::explain_instructions, "XnnpackBackend"), py::arg("program"),
-        "For each instruction of the program: '' where XnnpackBackend can run it, else why not.");
+  m.def("xnnpack_explain_instructions", explain(&executorch::backends::xnnpack::explain_instructions, "XnnpackBackend"),
+        py::arg("program"), "For each instruction of the program: '' where XnnpackBackend can run it, else why not.");
   m.def("load_program_bytes", &load_program_bytes, py::arg("data"));
   m.def("load_program_file", &load_program_file, py::arg("path"));
 

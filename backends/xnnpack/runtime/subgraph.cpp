@@ -78,8 +78,8 @@ Error SubgraphBuilder::define_externals() {
               k < inputs ? "input" : "output", k < inputs ? k : k - inputs);
     external_[v] = static_cast<uint32_t>(k);
     if (k < inputs) {
-      ET_TRY_ASSIGN(held_[v].torch, define(dims_of(v->to_tensor()), nullptr, static_cast<uint32_t>(k),
-                                           XNN_VALUE_FLAG_EXTERNAL_INPUT));
+      ET_TRY_ASSIGN(held_[v].torch,
+                    define(dims_of(v->to_tensor()), nullptr, static_cast<uint32_t>(k), XNN_VALUE_FLAG_EXTERNAL_INPUT));
     }
   }
   return Error::Ok;
@@ -287,11 +287,16 @@ Error SubgraphBuilder::unary(const std::string& op, Span<EValue*> a) {
     kind = xnn_unary_leaky_relu, p.leaky_relu.negative_slope = static_cast<float>(a[1]->scalar_as_double());
   } else if (n == 2) {
     static const std::pair<const char*, xnn_unary_operator> kPlain[] = {
-        {"aten::sigmoid", xnn_unary_sigmoid},     {"aten::tanh", xnn_unary_tanh}, {"aten::exp", xnn_unary_exp},
-        {"aten::log", xnn_unary_log},             {"aten::sqrt", xnn_unary_square_root},
+        {"aten::sigmoid", xnn_unary_sigmoid},
+        {"aten::tanh", xnn_unary_tanh},
+        {"aten::exp", xnn_unary_exp},
+        {"aten::log", xnn_unary_log},
+        {"aten::sqrt", xnn_unary_square_root},
         {"aten::rsqrt", xnn_unary_reciprocal_square_root},
-        {"aten::neg", xnn_unary_negate},          {"aten::abs", xnn_unary_abs},
-        {"aten::hardswish", xnn_unary_hardswish}, {"aten::floor", xnn_unary_floor},
+        {"aten::neg", xnn_unary_negate},
+        {"aten::abs", xnn_unary_abs},
+        {"aten::hardswish", xnn_unary_hardswish},
+        {"aten::floor", xnn_unary_floor},
         {"aten::ceil", xnn_unary_ceiling},
     };
     for (const auto& [k, v] : kPlain) {
@@ -389,9 +394,8 @@ Error SubgraphBuilder::linear(Span<EValue*> a, bool bias, const char* op) {
     ET_TRY_ASSIGN(b, define({static_cast<size_t>(bt.numel())}, bt.const_data_ptr()));
   }
   ET_TRY_ASSIGN(const uint32_t y, output(a[a.size() - 1], false, op));
-  return status(
-      xnn_define_fully_connected(s_, -INFINITY, INFINITY, x, filter, b, y, XNN_FLAG_TRANSPOSE_WEIGHTS),
-      "xnn_define_fully_connected");
+  return status(xnn_define_fully_connected(s_, -INFINITY, INFINITY, x, filter, b, y, XNN_FLAG_TRANSPOSE_WEIGHTS),
+                "xnn_define_fully_connected");
 }
 
 // bmm(x, y, out), or mm of two computed matrices: XNNPACK's batch matrix multiply (3-D or more).
@@ -456,7 +460,8 @@ Error SubgraphBuilder::convolution(Span<EValue*> a, const char* op) {
   for (size_t oc = 0; oc < O; ++oc)
     for (size_t ic = 0; ic < I; ++ic)
       for (size_t y = 0; y < KH; ++y)
-        for (size_t xx = 0; xx < KW; ++xx) packed[((oc * KH + y) * KW + xx) * I + ic] = src[((oc * I + ic) * KH + y) * KW + xx];
+        for (size_t xx = 0; xx < KW; ++xx)
+          packed[((oc * KH + y) * KW + xx) * I + ic] = src[((oc * I + ic) * KH + y) * KW + xx];
   ET_TRY_ASSIGN(const uint32_t filter, constant(std::move(packed), {O, KH, KW, I}));
   uint32_t bias = XNN_INVALID_VALUE_ID;
   if (a[2]->is_tensor()) {
@@ -472,12 +477,12 @@ Error SubgraphBuilder::convolution(Span<EValue*> a, const char* op) {
     ET_TRY_ASSIGN(out, output(a[9], true, op));
   }
   const uint32_t ph = static_cast<uint32_t>(v[2]), pw = static_cast<uint32_t>(v[3]);
-  ET_TRY(status(xnn_define_convolution_2d(s_, ph, pw, ph, pw, static_cast<uint32_t>(KH), static_cast<uint32_t>(KW),
-                                          static_cast<uint32_t>(v[0]), static_cast<uint32_t>(v[1]),
-                                          static_cast<uint32_t>(v[4]), static_cast<uint32_t>(v[5]),
-                                          static_cast<uint32_t>(groups), I, O / static_cast<size_t>(groups), -INFINITY,
-                                          INFINITY, in, filter, bias, out, 0),
-                "xnn_define_convolution_2d"));
+  ET_TRY(status(
+      xnn_define_convolution_2d(s_, ph, pw, ph, pw, static_cast<uint32_t>(KH), static_cast<uint32_t>(KW),
+                                static_cast<uint32_t>(v[0]), static_cast<uint32_t>(v[1]), static_cast<uint32_t>(v[4]),
+                                static_cast<uint32_t>(v[5]), static_cast<uint32_t>(groups), I,
+                                O / static_cast<size_t>(groups), -INFINITY, INFINITY, in, filter, bias, out, 0),
+      "xnn_define_convolution_2d"));
   if (!one_d) return alias(a[9], out, true, op);
   ET_TRY_ASSIGN(const uint32_t nlo, define({N, Lo, O}));
   const size_t shape[3] = {N, Lo, O}, swap[3] = {0, 2, 1};
@@ -532,8 +537,7 @@ Error SubgraphBuilder::pool(Span<EValue*> a, bool is_max, size_t i, const char* 
   const auto u = [](int64_t v) { return static_cast<uint32_t>(v); };
   if (is_max) {
     ET_TRY(status(xnn_define_max_pooling_2d(s_, u(p[0]), u(p[1] + extra[1]), u(p[0] + extra[0]), u(p[1]), u(k[0]),
-                                            u(k[1]), u(s[0]), u(s[1]), u(d[0]), u(d[1]), -INFINITY, INFINITY, in, y,
-                                            0),
+                                            u(k[1]), u(s[0]), u(s[1]), u(d[0]), u(d[1]), -INFINITY, INFINITY, in, y, 0),
                   "xnn_define_max_pooling_2d"));
   } else {
     ET_TRY(status(xnn_define_average_pooling_2d(s_, u(p[0]), u(p[1]), u(p[0]), u(p[1]), u(k[0]), u(k[1]), u(s[0]),
@@ -555,8 +559,8 @@ Error SubgraphBuilder::mean(Span<EValue*> a, const char* op) {
   std::vector<bool> reduced(static_cast<size_t>(rank), false);
   bool keep = true;
   if (adaptive) {
-    XNN_CHECK(rank == 4 && out->to_tensor().size(2) == 1 && out->to_tensor().size(3) == 1,
-              "%s %s: only to 1x1", kXnnpackBackendName, op);
+    XNN_CHECK(rank == 4 && out->to_tensor().size(2) == 1 && out->to_tensor().size(3) == 1, "%s %s: only to 1x1",
+              kXnnpackBackendName, op);
     reduced[2] = reduced[3] = true;
   } else {
     XNN_CHECK(a[1]->is_int_list() && a[2]->is_bool() && a[3]->is_none(), "%s %s: arguments", kXnnpackBackendName, op);
@@ -577,9 +581,9 @@ Error SubgraphBuilder::mean(Span<EValue*> a, const char* op) {
   ET_TRY_ASSIGN(const uint32_t in, cl ? nhwc(a[0], op) : torch(a[0], op));
   const bool out_cl = cl && keep;
   ET_TRY_ASSIGN(const uint32_t y, output(out, out_cl, op));
-  ET_TRY(status(xnn_define_static_reduce(s_, xnn_reduce_mean, axes.size(), axes.data(), in, y,
-                                         keep ? XNN_FLAG_KEEP_DIMS : 0),
-                "xnn_define_static_reduce"));
+  ET_TRY(status(
+      xnn_define_static_reduce(s_, xnn_reduce_mean, axes.size(), axes.data(), in, y, keep ? XNN_FLAG_KEEP_DIMS : 0),
+      "xnn_define_static_reduce"));
   return out_cl ? alias(out, y, true, op) : Error::Ok;
 }
 
@@ -608,8 +612,8 @@ Error SubgraphBuilder::permute(Span<EValue*> a, const char* op) {
   ET_TRY(need_float(a[0], op));
   ET_TRY(need_float(a[2], op));
   const Tensor& t = a[0]->to_tensor();
-  XNN_CHECK(a[1]->is_int_list() && static_cast<int64_t>(a[1]->to_int_list().size()) == t.dim(),
-            "%s %s: arguments", kXnnpackBackendName, op);
+  XNN_CHECK(a[1]->is_int_list() && static_cast<int64_t>(a[1]->to_int_list().size()) == t.dim(), "%s %s: arguments",
+            kXnnpackBackendName, op);
   std::vector<size_t> perm;
   for (int64_t d : a[1]->to_int_list()) {
     XNN_CHECK(d >= -t.dim() && d < t.dim(), "%s %s: dimension out of range", kXnnpackBackendName, op);
@@ -643,8 +647,8 @@ Error SubgraphBuilder::slice(Span<EValue*> a, bool select, const char* op) {
     first = wrap(a[2]->to_int(), size);
     XNN_CHECK(first >= 0 && first < size, "%s %s: index out of range", kXnnpackBackendName, op);
   } else {
-    XNN_CHECK((a[2]->is_none() || a[2]->is_int()) && a[4]->is_int() && a[4]->to_int() == 1,
-              "%s %s: only unit steps", kXnnpackBackendName, op);
+    XNN_CHECK((a[2]->is_none() || a[2]->is_int()) && a[4]->is_int() && a[4]->to_int() == 1, "%s %s: only unit steps",
+              kXnnpackBackendName, op);
     first = a[2]->is_none() ? 0 : std::min(std::max(wrap(a[2]->to_int(), size), int64_t{0}), size);
   }
   std::vector<size_t> offsets(static_cast<size_t>(t.dim()), 0), sizes = dims_of(t);
@@ -781,8 +785,8 @@ Error SubgraphBuilder::upsample(Span<EValue*> a, const char* op) {
 Error SubgraphBuilder::softmax(Span<EValue*> a, const char* op) {
   ET_TRY(need_float(a[0], op));
   const int64_t rank = a[0]->to_tensor().dim();
-  XNN_CHECK(rank > 0 && a[1]->is_int() && wrap(a[1]->to_int(), rank) == rank - 1,
-            "%s %s: only over the last dimension", kXnnpackBackendName, op);
+  XNN_CHECK(rank > 0 && a[1]->is_int() && wrap(a[1]->to_int(), rank) == rank - 1, "%s %s: only over the last dimension",
+            kXnnpackBackendName, op);
   ET_TRY_ASSIGN(const uint32_t in, torch(a[0], op));
   ET_TRY_ASSIGN(const uint32_t y, output(a[3], false, op));
   return status(xnn_define_softmax(s_, in, y, 0), "xnn_define_softmax");
@@ -821,9 +825,9 @@ Error SubgraphBuilder::layer_norm(Span<EValue*> a, size_t i, const char* op) {
                 "mean"));
   ET_TRY(status(xnn_define_binary(s_, xnn_binary_subtract, nullptr, in, mu, centered, 0), "subtract"));
   ET_TRY(status(xnn_define_unary(s_, xnn_unary_square, nullptr, centered, squared, 0), "square"));
-  ET_TRY(status(xnn_define_static_reduce(s_, xnn_reduce_mean, axes.size(), axes.data(), squared, var,
-                                         XNN_FLAG_KEEP_DIMS),
-                "mean"));
+  ET_TRY(
+      status(xnn_define_static_reduce(s_, xnn_reduce_mean, axes.size(), axes.data(), squared, var, XNN_FLAG_KEEP_DIMS),
+             "mean"));
   ET_TRY_ASSIGN(const uint32_t var_eps, define(kept));
   ET_TRY(status(xnn_define_binary(s_, xnn_binary_add, nullptr, var, eps, var_eps, 0), "add"));
   ET_TRY(status(xnn_define_unary(s_, xnn_unary_reciprocal_square_root, nullptr, var_eps, rs, 0), "rsqrt"));
@@ -859,13 +863,11 @@ Error SubgraphBuilder::layer_norm(Span<EValue*> a, size_t i, const char* op) {
 // softmax(q k^T * scale + mask) v in three nodes and a scale.
 Error SubgraphBuilder::attention(Span<EValue*> a, const char* op) {
   for (size_t j : {0, 1, 2, 8}) ET_TRY(need_float(a[j], op));
-  XNN_CHECK(is_number(a[4]) && a[4]->scalar_as_double() == 0 && a[5]->is_bool() &&
-                (a[6]->is_none() || is_number(a[6])),
+  XNN_CHECK(is_number(a[4]) && a[4]->scalar_as_double() == 0 && a[5]->is_bool() && (a[6]->is_none() || is_number(a[6])),
             "%s %s: arguments", kXnnpackBackendName, op);
   const Tensor &q = a[0]->to_tensor(), &k = a[1]->to_tensor(), &v = a[2]->to_tensor();
   const int r = q.dim();
-  XNN_CHECK((r == 3 || r == 4) && k.dim() == r && v.dim() == r, "%s %s: 3-D or 4-D operands", kXnnpackBackendName,
-            op);
+  XNN_CHECK((r == 3 || r == 4) && k.dim() == r && v.dim() == r, "%s %s: 3-D or 4-D operands", kXnnpackBackendName, op);
   for (int d = 0; d < r - 2; ++d) {
     XNN_CHECK(k.size(d) == q.size(d) && v.size(d) == q.size(d), "%s %s: as many key/value heads as query heads",
               kXnnpackBackendName, op);
@@ -921,8 +923,8 @@ Error SubgraphBuilder::split(Span<EValue*> a, size_t i, const char* op) {
   for (size_t k = 0; k < sizes.size(); ++k) {
     EValue* piece = a[3 + k];
     ET_TRY(need_float(piece, op));
-    XNN_CHECK(sizes[k] >= 0 && at + sizes[k] <= x.size(static_cast<int>(dim)) &&
-                  piece->to_tensor().dim() == x.dim() && piece->to_tensor().size(static_cast<int>(dim)) == sizes[k],
+    XNN_CHECK(sizes[k] >= 0 && at + sizes[k] <= x.size(static_cast<int>(dim)) && piece->to_tensor().dim() == x.dim() &&
+                  piece->to_tensor().size(static_cast<int>(dim)) == sizes[k],
               "%s %s: piece %zu does not fit the input", kXnnpackBackendName, op, k);
     if (used_elsewhere(piece, i) || external_.count(piece)) {
       std::vector<size_t> offsets(static_cast<size_t>(x.dim()), 0);

@@ -3,6 +3,7 @@
 #                              bringing the CPU kernels and the thread pool
 #   executorch::kernels        libexecutorch_kernels.so.1
 #   executorch::threadpool     libexecutorch_threadpool.so.1
+#   executorch::xnnpack_backend libexecutorch_backend_xnnpack.so.1 (XnnpackBackend and XNNPACK)
 #   executorch::cuda_backend   libexecutorch_cuda_backend.so.1 (wheels built with CUDA)
 #   executorch::extension_cuda libexecutorch_extension_cuda.so.1 (the caller's CUDA stream)
 #   executorch::shims          backends/cuda/libaoti_cuda_shims.so (the aoti_torch_* C ABI)
@@ -35,6 +36,7 @@ if(NOT TARGET executorch::runtime)
   _executorch_import(executorch::runtime lib/libexecutorch.so.1)
   _executorch_import(executorch::threadpool lib/libexecutorch_threadpool.so.1)
   _executorch_import(executorch::kernels lib/libexecutorch_kernels.so.1)
+  _executorch_import(executorch::xnnpack_backend lib/libexecutorch_backend_xnnpack.so.1)
   _executorch_import(executorch::cuda_backend lib/libexecutorch_cuda_backend.so.1)
   _executorch_import(executorch::extension_cuda lib/libexecutorch_extension_cuda.so.1)
   _executorch_import(executorch::shims backends/cuda/libaoti_cuda_shims.so)
@@ -49,6 +51,11 @@ if(NOT TARGET executorch::runtime)
   set_target_properties(executorch::runtime PROPERTIES
     INTERFACE_LINK_OPTIONS "LINKER:--no-as-needed"
     INTERFACE_LINK_LIBRARIES "executorch::kernels;executorch::threadpool")
+  if(TARGET executorch::xnnpack_backend)
+    set_target_properties(executorch::xnnpack_backend PROPERTIES
+      INTERFACE_LINK_OPTIONS "LINKER:--no-as-needed"
+      INTERFACE_LINK_LIBRARIES "executorch::runtime;executorch::threadpool")
+  endif()
   if(TARGET executorch::cuda_backend)
     set(_cuda_link_options "LINKER:-rpath-link,${_executorch_cudart_dir}")
     set_target_properties(executorch::extension_cuda PROPERTIES
