@@ -240,6 +240,10 @@ Error SubgraphBuilder::node(size_t i) {
   if (op == "aten::max_pool2d_with_indices" && n == 8) return pool(a, true, i, name);
   if (op == "aten::avg_pool2d" && n == 8) return pool(a, false, i, name);
   if ((op == "aten::mean.dim" && n == 5) || (op == "aten::_adaptive_avg_pool2d" && n == 3)) return mean(a, name);
+  if (op == "aten::sum.dim_IntList" && n == 5) return reduce(a, xnn_reduce_sum, name);
+  if ((op == "aten::sum" || op == "aten::mean") && n == 3) {
+    return reduce(a, op == "aten::sum" ? xnn_reduce_sum : xnn_reduce_mean, name);
+  }
   if ((op == "aten::view" || op == "aten::_unsafe_view" || op == "aten::unsqueeze" || op == "aten::squeeze.dims" ||
        op == "aten::squeeze.dim" || op == "aten::clone") &&
       n >= 2) {
@@ -585,6 +589,36 @@ Error SubgraphBuilder::mean(Span<EValue*> a, const char* op) {
       xnn_define_static_reduce(s_, xnn_reduce_mean, axes.size(), axes.data(), in, y, keep ? XNN_FLAG_KEEP_DIMS : 0),
       "xnn_define_static_reduce"));
   return out_cl ? alias(out, y, true, op) : Error::Ok;
+}
+
+// sum.dim_IntList(x, dims, keepdim, dtype, out), or sum / mean(x, dtype, out) over every element,
+// in torch's layout.
+Error SubgraphBuilder::reduce(Span<EValue*> a, xnn_reduce_operator kind, const char* op) {
+  const bool all = a.size() == 3;
+  EValue* out = a[a.size() - 1];
+  ET_TRY(need_float(a[0], op));
+  XNN_CHECK(a[a.size() - 2]->is_none(), "%s %s: a dtype argument", kXnnpackBackendName, op);
+  const int64_t rank = a[0]->to_tensor().dim();
+  std::vector<size_t> axes;
+  bool keep = false;
+  if (all || a[1]->is_none() || (a[1]->is_int_list() && a[1]->to_int_list().empty())) {
+    for (int64_t d = 0; d < rank; ++d) axes.push_back(static_cast<size_t>(d));
+    keep = !all && a[2]->is_bool() && a[2]->to_bool();
+  } else {
+    XNN_CHECK(a[1]->is_int_list() && a[2]->is_bool(), "%s %s: arguments", kXnnpackBackendName, op);
+    keep = a[2]->to_bool();
+    for (int64_t d : a[1]->to_int_list()) {
+      XNN_CHECK(d >= -rank && d < rank, "%s %s: dimension out of range", kXnnpackBackendName, op);
+      axes.push_back(static_cast<size_t>(wrap(d, rank)));
+    }
+    std::sort(axes.begin(), axes.end());
+    axes.erase(std::unique(axes.begin(), axes.end()), axes.end());
+  }
+  XNN_CHECK(rank > 0, "%s %s: a 0-d input", kXnnpackBackendName, op);
+  ET_TRY_ASSIGN(const uint32_t in, torch(a[0], op));
+  ET_TRY_ASSIGN(const uint32_t y, output(out, false, op));
+  return status(xnn_define_static_reduce(s_, kind, axes.size(), axes.data(), in, y, keep ? XNN_FLAG_KEEP_DIMS : 0),
+                "xnn_define_static_reduce");
 }
 
 // view, unsqueeze, squeeze, clone, alias: the same elements in torch's order, reshaped.

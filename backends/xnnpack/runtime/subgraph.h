@@ -79,6 +79,7 @@ class SubgraphBuilder {
   runtime::Error convolution(runtime::Span<runtime::EValue*> a, const char* op);
   runtime::Error pool(runtime::Span<runtime::EValue*> a, bool is_max, size_t i, const char* op);
   runtime::Error mean(runtime::Span<runtime::EValue*> a, const char* op);
+  runtime::Error reduce(runtime::Span<runtime::EValue*> a, xnn_reduce_operator kind, const char* op);
   runtime::Error reshape(runtime::EValue* x, runtime::EValue* out, const char* op);
   runtime::Error permute(runtime::Span<runtime::EValue*> a, const char* op);
   runtime::Error slice(runtime::Span<runtime::EValue*> a, bool select, const char* op);

@@ -65,9 +65,10 @@ struct Delegate {
   Workspace workspace;
   Runtime runtime;
   void* pool = nullptr;
-  bool packed = false;             // the cache holds the weights (finalized after the first runtime)
-  std::vector<Tensor*> externals;  // the payload's inputs, then its outputs, by external id
-  std::mutex run;                  // one execution at a time per call site
+  bool packed = false;                       // the cache holds the weights (finalized after the first runtime)
+  std::vector<Tensor*> externals;            // the payload's inputs, then its outputs, by external id
+  std::vector<std::vector<uint8_t>> copies;  // inputs whose memory an output shares, copied per run
+  std::mutex run;                            // one execution at a time per call site
 };
 
 Error build_subgraph(Delegate& d) {
@@ -151,6 +152,22 @@ class XnnpackBackend final : public runtime::BackendInterface {
       ET_CHECK_OR_RETURN(t.scalar_type() == want.scalar_type() && runtime::same_shape(t, want), Error::InvalidArgument,
                          "%s: argument %zu differs in dtype or shape from the payload's", kXnnpackBackendName, k);
       values[k] = {static_cast<uint32_t>(k), t.mutable_data_ptr()};
+    }
+    // The caller's memory plan may put an output where an input lies (the input dies at this
+    // call); XNNPACK writes outputs while it still reads inputs, so such an input is read from a copy.
+    const size_t inputs = d.method->num_inputs();
+    d.copies.resize(inputs);
+    for (size_t k = 0; k < inputs; ++k) {
+      const auto* in = static_cast<const uint8_t*>(values[k].data);
+      const size_t bytes = args[k]->to_tensor().nbytes();
+      bool overlaps = false;
+      for (size_t j = inputs; j < args.size(); ++j) {
+        const auto* out = static_cast<const uint8_t*>(values[j].data);
+        overlaps = overlaps || (in < out + args[j]->to_tensor().nbytes() && out < in + bytes);
+      }
+      if (!overlaps) continue;
+      d.copies[k].assign(in, in + bytes);
+      values[k].data = d.copies[k].data();
     }
     ET_TRY(ensure_runtime(d));
     ET_TRY(xnn_error(xnn_setup_runtime_v2(d.runtime.get(), values.size(), values.data()), "xnn_setup_runtime_v2"));
