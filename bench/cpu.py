@@ -53,7 +53,9 @@ def upstream_rows(python: str, names: list[str], threads: int, repeat: int) -> d
     """bench/upstream.py's rows by model, run in the upstream environment's interpreter."""
     script = Path(__file__).resolve().parent / "upstream.py"
     cmd = [python, str(script), "--threads", str(threads), "--repeat", str(repeat), *names]
-    done = subprocess.run(cmd, check=True, stdout=subprocess.PIPE, text=True)
+    # Its own package only: ours (on PYTHONPATH here, say) has the same name.
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    done = subprocess.run(cmd, check=True, stdout=subprocess.PIPE, text=True, env=env)
     rows = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
     return {r["model"]: r for r in rows}
 

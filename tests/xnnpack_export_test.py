@@ -99,6 +99,9 @@ OPERATORS = {
                                                           *[p * 2 for p in x.split([2, 3], dim=1)]], 1).sum(1, True)
                                       + 0.5 * x * (1 + torch.tanh(0.79 * (x + 0.044 * torch.pow(x, 3)))),
                                       (torch.randn(3, 5, 4),), ()),
+    "expand_repeated_heads": (lambda x: x[:, :, None].expand(2, 3, 4, 5, 6).reshape(2, 12, 5, 6).relu()
+                              + x.mean(1, True)[:, :, None].expand(2, 1, 4, 5, 6).reshape(2, 4, 5, 6).sum(1, True),
+                              (torch.randn(2, 3, 5, 6),), ()),
     "bmm_transpose_clamp": (lambda a, b: torch.clamp(torch.bmm(a, b.transpose(1, 2)), -1, 2) / 3 - 1,
                             (torch.randn(2, 3, 5), torch.randn(2, 4, 5)), ()),
 }
@@ -124,9 +127,10 @@ def test_llama_norm_and_rotary_embedding_run_fused() -> None:
         want = model(*inputs).last_hidden_state
     got, spec = run(model, inputs)
     assert_close(got[0], want, 1e-5)
-    # The attention mask is bool (no XNNPACK node), the embedding a gather: both stay on the CPU.
+    # The embedding (a gather) and the mask's making stay on the CPU; the bool mask reaches the
+    # attention as the float one it means.
     left = cpu_operators(spec)
-    assert "executorch::rms_norm" not in left and "executorch::rope" not in left, left
+    assert not {"executorch::rms_norm", "executorch::rope", "aten::expand"} & set(left), left
     assert "aten::embedding" in left
 
 

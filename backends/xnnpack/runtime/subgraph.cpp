@@ -254,6 +254,7 @@ Error SubgraphBuilder::node(size_t i) {
   if (op == "aten::select.int" && n == 4) return slice(a, true, name);
   if (op == "aten::slice.Tensor" && n == 6) return slice(a, false, name);
   if (op == "aten::cat" && n == 3) return cat(a, name);
+  if (op == "aten::expand" && n == 4) return expand(a, name);
   if (op == "aten::constant_pad_nd" && n == 4) return pad(a, name);
   if (op == "aten::upsample_bilinear2d.vec" && n == 5) return upsample(a, name);
   if (op == "aten::_softmax" && n == 4) return softmax(a, name);
@@ -730,40 +731,79 @@ Error SubgraphBuilder::cat(Span<EValue*> a, const char* op) {
     ids.push_back(id);
   }
   if (ids.size() == 1) return alias(a[2], ids[0], cl, op);
-  // Join the first up to five, then that with the next up to four, ...
-  std::vector<size_t> dims = cl ? nhwc_dims(o) : dims_of(o);
-  size_t joined_extent = 0;
+  std::vector<size_t> extents;
+  for (EValue* p : pieces) extents.push_back(static_cast<size_t>(p->to_tensor().size(static_cast<int>(dim))));
+  ET_TRY_ASSIGN(const uint32_t y, output(a[2], cl, op));
+  ET_TRY(join(ids, extents, static_cast<size_t>(axis), cl ? nhwc_dims(o) : dims_of(o), y));
+  return cl ? alias(a[2], y, true, op) : Error::Ok;
+}
+
+// Values `ids` (extents along `axis`) joined into `out` (dims `dims`): concatenate nodes of up to
+// five inputs, the first up to five, then that with the next up to four, ...
+Error SubgraphBuilder::join(const std::vector<uint32_t>& ids, const std::vector<size_t>& extents, size_t axis,
+                            const std::vector<size_t>& dims, uint32_t out) {
+  size_t joined = 0, k = 0;
   uint32_t acc = XNN_INVALID_VALUE_ID;
-  size_t k = 0;
   while (k < ids.size()) {
     std::vector<uint32_t> group;
     if (acc != XNN_INVALID_VALUE_ID) group.push_back(acc);
     while (group.size() < 5 && k < ids.size()) {
-      const Tensor& t = pieces[k]->to_tensor();
-      joined_extent += static_cast<size_t>(t.size(static_cast<int>(dim)));
+      joined += extents[k];
       group.push_back(ids[k++]);
     }
-    const bool last = k == ids.size();
-    uint32_t y;
-    if (last) {
-      ET_TRY_ASSIGN(y, output(a[2], cl, op));
-    } else {
+    uint32_t y = out;
+    if (k < ids.size()) {
       std::vector<size_t> partial = dims;
-      partial[static_cast<size_t>(axis)] = joined_extent;
+      partial[axis] = joined;
       ET_TRY_ASSIGN(y, define(partial));
     }
+    const int32_t at = static_cast<int32_t>(axis);
     xnn_status st = xnn_status_invalid_parameter;
     switch (group.size()) {
-      case 2: st = xnn_define_concatenate2(s_, axis, group[0], group[1], y, 0); break;
-      case 3: st = xnn_define_concatenate3(s_, axis, group[0], group[1], group[2], y, 0); break;
-      case 4: st = xnn_define_concatenate4(s_, axis, group[0], group[1], group[2], group[3], y, 0); break;
-      case 5: st = xnn_define_concatenate5(s_, axis, group[0], group[1], group[2], group[3], group[4], y, 0); break;
+      case 2: st = xnn_define_concatenate2(s_, at, group[0], group[1], y, 0); break;
+      case 3: st = xnn_define_concatenate3(s_, at, group[0], group[1], group[2], y, 0); break;
+      case 4: st = xnn_define_concatenate4(s_, at, group[0], group[1], group[2], group[3], y, 0); break;
+      case 5: st = xnn_define_concatenate5(s_, at, group[0], group[1], group[2], group[3], group[4], y, 0); break;
       default: break;
     }
     ET_TRY(status(st, "xnn_define_concatenate"));
     acc = y;
   }
-  return cl ? alias(a[2], acc, true, op) : Error::Ok;
+  return Error::Ok;
+}
+
+// expand(x, sizes, implicit, out) of size-1 dimensions by up to kMaxExpand copies: x joined with
+// itself along each (Llama's key/value heads repeated for grouped-query attention).
+Error SubgraphBuilder::expand(Span<EValue*> a, const char* op) {
+  constexpr int64_t kMaxExpand = 64;
+  ET_TRY(need_float(a[0], op));
+  ET_TRY(need_float(a[3], op));
+  const Tensor &x = a[0]->to_tensor(), &o = a[3]->to_tensor();
+  XNN_CHECK(x.dim() == o.dim() && x.dim() > 0, "%s %s: only to the same rank", kXnnpackBackendName, op);
+  ET_TRY_ASSIGN(uint32_t cur, torch(a[0], op));
+  std::vector<size_t> dims = dims_of(x);
+  std::vector<size_t> grown;
+  for (int d = 0; d < x.dim(); ++d) {
+    if (x.size(d) == o.size(d)) continue;
+    XNN_CHECK(x.size(d) == 1 && o.size(d) <= kMaxExpand, "%s %s: only size-1 dimensions, up to %lld times",
+              kXnnpackBackendName, op, static_cast<long long>(kMaxExpand));
+    grown.push_back(static_cast<size_t>(d));
+  }
+  if (grown.empty()) return alias(a[3], cur, false, op);
+  for (size_t j = 0; j < grown.size(); ++j) {
+    const size_t d = grown[j];
+    const size_t copies = static_cast<size_t>(o.size(static_cast<int>(d)));
+    dims[d] = copies;
+    uint32_t y;
+    if (j + 1 == grown.size()) {
+      ET_TRY_ASSIGN(y, output(a[3], false, op));
+    } else {
+      ET_TRY_ASSIGN(y, define(dims));
+    }
+    ET_TRY(join(std::vector<uint32_t>(copies, cur), std::vector<size_t>(copies, 1), d, dims, y));
+    cur = y;
+  }
+  return Error::Ok;
 }
 
 // constant_pad_nd(x, pad, value, out), pads not negative: in whichever layout x is held.

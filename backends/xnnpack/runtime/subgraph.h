@@ -84,6 +84,9 @@ class SubgraphBuilder {
   runtime::Error permute(runtime::Span<runtime::EValue*> a, const char* op);
   runtime::Error slice(runtime::Span<runtime::EValue*> a, bool select, const char* op);
   runtime::Error cat(runtime::Span<runtime::EValue*> a, const char* op);
+  runtime::Error join(const std::vector<uint32_t>& ids, const std::vector<size_t>& extents, size_t axis,
+                      const std::vector<size_t>& dims, uint32_t out);
+  runtime::Error expand(runtime::Span<runtime::EValue*> a, const char* op);
   runtime::Error pad(runtime::Span<runtime::EValue*> a, const char* op);
   runtime::Error upsample(runtime::Span<runtime::EValue*> a, const char* op);
   runtime::Error softmax(runtime::Span<runtime::EValue*> a, const char* op);

@@ -753,7 +753,8 @@ def _decomposed(ep: torch.export.ExportedProgram,
     """`ep` in the operators the kernels implement, rewritten for the CPU or the device."""
     with torch.no_grad():
         ep = ep.run_decompositions(_decompositions())
-        simplify(ep, for_device="cuda" in backends_of(backend))
+        names = backends_of(backend)
+        simplify(ep, for_device="cuda" in names, additive_masks="xnnpack" in names)
         _fusions.fuse(ep.graph)
     return ep
 

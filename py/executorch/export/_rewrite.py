@@ -285,11 +285,39 @@ def _trailing_reductions(graph: torch.fx.Graph) -> None:
         graph.erase_node(n)
 
 
-def simplify(ep: torch.export.ExportedProgram, for_device: bool = False) -> None:
+def _additive_masks(graph: torch.fx.Graph) -> None:
+    """A bool attention mask as the float one it means, log(float(mask)): 0 where attending, -inf
+    where not (log(0) is exactly -inf). XNNPACK has no bool tensors; its attention takes this
+    form, and each mask is converted once for every attention reading it."""
+    converted: dict[torch.fx.Node, torch.fx.Node] = {}
+    for n in list(graph.nodes):
+        if n.op != "call_function" or n.target != aten.scaled_dot_product_attention.default:
+            continue
+        mask = n.args[3] if len(n.args) > 3 else n.kwargs.get("attn_mask")
+        query = n.args[0].meta.get("val") if isinstance(n.args[0], torch.fx.Node) else None
+        mval = mask.meta.get("val") if isinstance(mask, torch.fx.Node) else None
+        if mval is None or mval.dtype != torch.bool or query is None:
+            continue
+        if mask not in converted:
+            with graph.inserting_after(mask):
+                as_float = _node(graph, aten._to_copy.default, (mask,), query, list(mval.shape),
+                                 kwargs={"dtype": query.dtype})
+            with graph.inserting_after(as_float):
+                converted[mask] = _node(graph, aten.log.default, (as_float,), query, list(mval.shape))
+        if len(n.args) > 3:
+            n.args = (*n.args[:3], converted[mask], *n.args[4:])
+        else:
+            n.kwargs = {**n.kwargs, "attn_mask": converted[mask]}
+
+
+def simplify(ep: torch.export.ExportedProgram, for_device: bool = False, additive_masks: bool = False) -> None:
     """Rewrites `ep`'s graph in place (after decomposition, before lowering). for_device also
     rewrites what the CUDA backend runs only in another form (group norm, vector norm,
-    reductions over leading dimensions); the CPU kernels run those as they are."""
+    reductions over leading dimensions); the CPU kernels run those as they are. additive_masks
+    turns bool attention masks into float ones (for XNNPACK)."""
     graph = ep.graph
+    if additive_masks:
+        _additive_masks(graph)
     _drop_identity_expands(graph)
     _batched_to_mm(graph, _constant_nodes(ep))
     _explicit_promotions(graph)
