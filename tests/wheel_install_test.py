@@ -48,7 +48,8 @@ def install_and_probe(wheel_dir: str, tmp_path: Path) -> dict:
 @pytest.mark.parametrize("variant", ["EXECUTORCH_WHEEL", "EXECUTORCH_WHEEL_STATIC"])
 def test_installed_wheel_registers_its_backends(variant: str, tmp_path: Path) -> None:
     result = install_and_probe(os.environ[variant], tmp_path)
-    assert result["backends"] == (["CudaBackend"] if CUDA else [])
+    assert sorted(result["backends"]) == (["CudaBackend"] if CUDA else []) + ["XnnpackBackend"]
+    assert result["available"]["XnnpackBackend"] is True  # any x86-64 CPU runs XNNPACK
     assert "NoSuchBackend" in result["error"]
     if CUDA:
         # No GPU here means False; with one, True. Either way a clean answer, not a crash.
@@ -70,14 +71,18 @@ def test_one_runtime_at_run_time(variant: str, tmp_path: Path) -> None:
     assert libs["libexecutorch.so.1"]["backends"] == report["extension"]["backends"]
     assert libs["libexecutorch_threadpool.so.1"]["pool"] == report["extension"]["pool"] != 0
     assert report["extension"]["kernels"] > 50
+    names = sorted(report["extension"]["backend_names"])
     if variant == "EXECUTORCH_WHEEL" and CUDA:
-        assert report["extension"]["backend_names"] == ["CudaBackend"]
-        assert libs["libexecutorch_cuda_backend.so.1"]["backends"] == 1
+        assert names == ["CudaBackend", "XnnpackBackend"]
+        assert libs["libexecutorch_cuda_backend.so.1"]["backends"] == 2
+    else:
+        assert names == ["XnnpackBackend"]
+    assert libs["libexecutorch_backend_xnnpack.so.1"]["backends"] == len(names)
 
 
 def test_cpu_wheel_needs_no_cuda_runtime(tmp_path: Path) -> None:
     result = install_and_probe(os.environ["EXECUTORCH_WHEEL_CPU"], tmp_path)
-    assert result["backends"] == []
+    assert result["backends"] == ["XnnpackBackend"]
 
 
 def test_installed_wheel_runs_a_model_like_torch(tmp_path: Path) -> None:
@@ -91,7 +96,6 @@ def test_installed_wheel_runs_a_model_like_torch(tmp_path: Path) -> None:
 
     python = wheel_env.install(os.environ["EXECUTORCH_WHEEL"], tmp_path).python
     model, example = MODELS["cnn"]()
-    (tmp_path / "model.pte").write_bytes(export(model, example))
     (x,) = fresh_inputs(example, 7)
     np_in = tmp_path / "input.npy"
     import numpy as np
@@ -104,9 +108,12 @@ def test_installed_wheel_runs_a_model_like_torch(tmp_path: Path) -> None:
         "np.save(sys.argv[3], m.execute([np.load(sys.argv[2])])[0])\n"
     )
     (tmp_path / "empty").mkdir()
-    out = subprocess.run([python, "-I", "-c", script, tmp_path / "model.pte", np_in, tmp_path / "out.npy"],
-                         cwd=tmp_path / "empty", capture_output=True, text=True)
-    assert out.returncode == 0, out.stderr
     with torch.no_grad():
         ref = model(x).numpy()
-    np.testing.assert_allclose(np.load(tmp_path / "out.npy"), ref, rtol=0, atol=1e-4 * max(1.0, float(np.abs(ref).max())))
+    for backend in (None, "xnnpack"):  # the CPU kernels, then XnnpackBackend
+        (tmp_path / "model.pte").write_bytes(export(model, example, backend=backend))
+        out = subprocess.run([python, "-I", "-c", script, tmp_path / "model.pte", np_in, tmp_path / "out.npy"],
+                             cwd=tmp_path / "empty", capture_output=True, text=True)
+        assert out.returncode == 0, out.stderr
+        np.testing.assert_allclose(np.load(tmp_path / "out.npy"), ref, rtol=0,
+                                   atol=1e-4 * max(1.0, float(np.abs(ref).max())))

@@ -134,7 +134,8 @@ def test_llama_norm_and_rotary_embedding_run_fused() -> None:
     assert "aten::embedding" in left
 
 
-@pytest.mark.parametrize("name", ["resnet18", "mobilenet_v2", "efficientnet_b0", "vit_b_16", "whisper_encoder"])
+@pytest.mark.parametrize("name", ["resnet18", "mobilenet_v2", "efficientnet_b0", "vit_b_16", "whisper_encoder", "lstm",
+                                  "gru"])
 def test_real_models_run_in_one_call_and_match_torch(name: str) -> None:
     from tests.models.real import MODELS
 
@@ -147,17 +148,33 @@ def test_real_models_run_in_one_call_and_match_torch(name: str) -> None:
 
 
 def test_what_xnnpack_does_not_run_stays_with_the_cpu_kernels() -> None:
-    # masked_fill (a where) and the bool tensor behind it have no XNNPACK node: calls around them. The second
-    # call's output may be planned where its input lies (that input dies there): XnnpackBackend
-    # reads such an input from a copy.
-    model = Lambda(lambda x, w: F.relu(F.linear(torch.relu(F.linear(x, w)).masked_fill(x > 1, 0.0), w)), _w(6, 6))
-    x = torch.randn(4, 6) * 2
+    # masked_fill (a where) and the bool tensor behind it have no XNNPACK node: calls around them.
+    # The second call's output may be planned where its input lies (that input dies there):
+    # XnnpackBackend reads such an input from a copy.
+    model = Lambda(lambda x, w: F.relu(F.linear(torch.relu(F.linear(x, w)).masked_fill(x > 1, 0.0), w)),
+                   _w(64, 64) / 4)
+    x = torch.randn(16, 64) * 2
     with torch.no_grad():
         want = model(x)
     got, spec = run(model, (x,))
     assert_close(got[0], want, 1e-6)
     assert "aten::where" in cpu_operators(spec), cpu_operators(spec)  # masked_fill, decomposed
     assert int(spec.metadata["xnnpack_delegate_calls"]) >= 2
+
+
+@pytest.mark.parametrize("features, calls", [(8, 0), (256, 2)])
+def test_small_runs_between_cpu_kernels_stay_there(features: int, calls: int) -> None:
+    """Linear layers between cumsums (no XNNPACK node): at 8 features each product is too little
+    work for a call of its own and stays with the CPU kernels; at 256 both are delegated."""
+    model = Lambda(lambda x, w: torch.cumsum(F.linear(torch.cumsum(F.linear(x, w), -1), w), -1),
+                   _w(features, features) / features)
+    x = torch.randn(64, features)
+    with torch.no_grad():
+        want = model(x)
+    got, spec = run(model, (x,))
+    assert_close(got[0], want, 1e-5)
+    assert spec.metadata["xnnpack_delegate_calls"] == str(calls)
+    assert ("aten::mm" in cpu_operators(spec)) == (calls == 0), cpu_operators(spec)
 
 
 def test_threads_change_between_runs() -> None:

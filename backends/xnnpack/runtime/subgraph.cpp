@@ -263,6 +263,8 @@ Error SubgraphBuilder::node(size_t i) {
   if (op == "aten::split_with_sizes" && n >= 4) return split(a, i, name);
   if (op == "executorch::rms_norm" && n == 4) return rms_norm(a, name);
   if (op == "executorch::rope" && n == 4) return rope(a, name);
+  if (op == "executorch::lstm_cell" && n == 5) return lstm_cell(a, name);
+  if (op == "executorch::gru_cell" && n == 4) return gru_cell(a, name);
   return unary(op, a);
 }
 
@@ -1072,6 +1074,91 @@ Error SubgraphBuilder::rope(Span<EValue*> a, const char* op) {
   ET_TRY(status(xnn_define_binary(s_, xnn_binary_multiply, nullptr, in, cos, a_cos, 0), "multiply"));
   ET_TRY(status(xnn_define_binary(s_, xnn_binary_multiply, nullptr, rotated, sin, r_sin, 0), "multiply"));
   return status(xnn_define_binary(s_, xnn_binary_add, nullptr, a_cos, r_sin, y, 0), "add");
+}
+
+// Columns [first, first + count) of a [B, N] value: a static slice into a new value.
+Result<uint32_t> SubgraphBuilder::columns(uint32_t x, size_t rows, size_t first, size_t count) {
+  ET_TRY_ASSIGN(const uint32_t y, define({rows, count}));
+  const size_t offsets[2] = {0, first}, sizes[2] = {rows, count};
+  ET_TRY(status(xnn_define_static_slice(s_, 2, offsets, sizes, x, y, 0), "xnn_define_static_slice"));
+  return y;
+}
+
+// A new [rows, cols] value: `kind` of x (unary) or of x and y (binary, y valid).
+Result<uint32_t> SubgraphBuilder::apply(int kind, bool is_binary, uint32_t x, uint32_t y, size_t rows, size_t cols,
+                                        uint32_t out) {
+  uint32_t z = out;
+  if (z == XNN_INVALID_VALUE_ID) {
+    ET_TRY_ASSIGN(z, define({rows, cols}));
+  }
+  if (is_binary) {
+    ET_TRY(status(xnn_define_binary(s_, static_cast<xnn_binary_operator>(kind), nullptr, x, y, z, 0), "binary"));
+  } else {
+    ET_TRY(status(xnn_define_unary(s_, static_cast<xnn_unary_operator>(kind), nullptr, x, z, 0), "unary"));
+  }
+  return z;
+}
+
+// The gates' and the state's shapes of a recurrent cell: input_gates and hidden_gates [B, k*H],
+// state [B, H]; returns B and H.
+Result<std::pair<size_t, size_t>> SubgraphBuilder::cell_shape(Span<EValue*> a, int gates, const char* op) {
+  for (size_t k = 0; k < a.size(); ++k) ET_TRY(need_float(a[k], op));
+  const Tensor &ig = a[0]->to_tensor(), &hg = a[1]->to_tensor(), &state = a[2]->to_tensor();
+  XNN_CHECK(ig.dim() == 2 && runtime::same_shape(ig, hg) && state.dim() == 2 && state.size(0) == ig.size(0) &&
+                ig.size(1) == gates * state.size(1),
+            "%s %s: gates [B, %d*H] and a state [B, H] expected", kXnnpackBackendName, op, gates);
+  return std::make_pair(static_cast<size_t>(state.size(0)), static_cast<size_t>(state.size(1)));
+}
+
+// executorch::lstm_cell(input_gates, hidden_gates, cell, h_out, c_out): gates i, f, g, o;
+// c' = sigmoid(f) c + sigmoid(i) tanh(g), h' = sigmoid(o) tanh(c').
+Error SubgraphBuilder::lstm_cell(Span<EValue*> a, const char* op) {
+  ET_TRY_ASSIGN(const auto shape, cell_shape(a, 4, op));
+  const auto [B, H] = shape;
+  ET_TRY_ASSIGN(const uint32_t ig, torch(a[0], op));
+  ET_TRY_ASSIGN(const uint32_t hg, torch(a[1], op));
+  ET_TRY_ASSIGN(const uint32_t c, torch(a[2], op));
+  ET_TRY_ASSIGN(const uint32_t h_out, output(a[3], false, op));
+  ET_TRY_ASSIGN(const uint32_t c_out, output(a[4], false, op));
+  ET_TRY_ASSIGN(const uint32_t sum, apply(xnn_binary_add, true, ig, hg, B, 4 * H));
+  ET_TRY_ASSIGN(const uint32_t sig, apply(xnn_unary_sigmoid, false, sum, 0, B, 4 * H));
+  ET_TRY_ASSIGN(const uint32_t i, columns(sig, B, 0, H));
+  ET_TRY_ASSIGN(const uint32_t f, columns(sig, B, H, H));
+  ET_TRY_ASSIGN(const uint32_t g_pre, columns(sum, B, 2 * H, H));
+  ET_TRY_ASSIGN(const uint32_t o, columns(sig, B, 3 * H, H));
+  ET_TRY_ASSIGN(const uint32_t g, apply(xnn_unary_tanh, false, g_pre, 0, B, H));
+  ET_TRY_ASSIGN(const uint32_t fc, apply(xnn_binary_multiply, true, f, c, B, H));
+  ET_TRY_ASSIGN(const uint32_t ig2, apply(xnn_binary_multiply, true, i, g, B, H));
+  ET_TRY_ASSIGN(const uint32_t c2, apply(xnn_binary_add, true, fc, ig2, B, H, c_out));
+  ET_TRY_ASSIGN(const uint32_t tc, apply(xnn_unary_tanh, false, c2, 0, B, H));
+  ET_TRY(apply(xnn_binary_multiply, true, o, tc, B, H, h_out).error());
+  return Error::Ok;
+}
+
+// executorch::gru_cell(input_gates, hidden_gates, hidden, out): gates r, z, n;
+// r, z = sigmoid(x_rz + h_rz), n = tanh(x_n + r h_n), h' = n + z (h - n).
+Error SubgraphBuilder::gru_cell(Span<EValue*> a, const char* op) {
+  ET_TRY_ASSIGN(const auto shape, cell_shape(a, 3, op));
+  const auto [B, H] = shape;
+  ET_TRY_ASSIGN(const uint32_t ig, torch(a[0], op));
+  ET_TRY_ASSIGN(const uint32_t hg, torch(a[1], op));
+  ET_TRY_ASSIGN(const uint32_t h, torch(a[2], op));
+  ET_TRY_ASSIGN(const uint32_t out, output(a[3], false, op));
+  ET_TRY_ASSIGN(const uint32_t x_rz, columns(ig, B, 0, 2 * H));
+  ET_TRY_ASSIGN(const uint32_t h_rz, columns(hg, B, 0, 2 * H));
+  ET_TRY_ASSIGN(const uint32_t rz_pre, apply(xnn_binary_add, true, x_rz, h_rz, B, 2 * H));
+  ET_TRY_ASSIGN(const uint32_t rz, apply(xnn_unary_sigmoid, false, rz_pre, 0, B, 2 * H));
+  ET_TRY_ASSIGN(const uint32_t r, columns(rz, B, 0, H));
+  ET_TRY_ASSIGN(const uint32_t z, columns(rz, B, H, H));
+  ET_TRY_ASSIGN(const uint32_t x_n, columns(ig, B, 2 * H, H));
+  ET_TRY_ASSIGN(const uint32_t h_n, columns(hg, B, 2 * H, H));
+  ET_TRY_ASSIGN(const uint32_t rh, apply(xnn_binary_multiply, true, r, h_n, B, H));
+  ET_TRY_ASSIGN(const uint32_t n_pre, apply(xnn_binary_add, true, x_n, rh, B, H));
+  ET_TRY_ASSIGN(const uint32_t nn, apply(xnn_unary_tanh, false, n_pre, 0, B, H));
+  ET_TRY_ASSIGN(const uint32_t diff, apply(xnn_binary_subtract, true, h, nn, B, H));
+  ET_TRY_ASSIGN(const uint32_t zd, apply(xnn_binary_multiply, true, z, diff, B, H));
+  ET_TRY(apply(xnn_binary_add, true, nn, zd, B, H, out).error());
+  return Error::Ok;
 }
 
 Result<std::vector<std::string>> explain_instructions(Span<const uint8_t> program) {

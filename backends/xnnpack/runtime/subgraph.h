@@ -11,6 +11,7 @@
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
+#include <utility>
 #include <vector>
 
 #include <executorch/runtime/core/error.h>
@@ -95,6 +96,12 @@ class SubgraphBuilder {
   runtime::Error split(runtime::Span<runtime::EValue*> a, size_t i, const char* op);
   runtime::Error rms_norm(runtime::Span<runtime::EValue*> a, const char* op);
   runtime::Error rope(runtime::Span<runtime::EValue*> a, const char* op);
+  runtime::Error lstm_cell(runtime::Span<runtime::EValue*> a, const char* op);
+  runtime::Error gru_cell(runtime::Span<runtime::EValue*> a, const char* op);
+  runtime::Result<std::pair<size_t, size_t>> cell_shape(runtime::Span<runtime::EValue*> a, int gates, const char* op);
+  runtime::Result<uint32_t> columns(uint32_t x, size_t rows, size_t first, size_t count);
+  runtime::Result<uint32_t> apply(int kind, bool is_binary, uint32_t x, uint32_t y, size_t rows, size_t cols,
+                                  uint32_t out = XNN_INVALID_VALUE_ID);
 
   runtime::Method& m_;
   xnn_subgraph_t s_;

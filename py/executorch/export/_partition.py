@@ -17,6 +17,7 @@ then the delegates' alone; no CPU kernel may read or write it.
 from __future__ import annotations
 
 import dataclasses
+import math
 
 from executorch.export._dtypes import nbytes
 from executorch.export._planner import Allocation, plan
@@ -362,6 +363,32 @@ def drop_unused_constants(plans: list[Plan], constants: bytes, mutable: list[Mut
     return bytes(blob)
 
 
+# An XnnpackBackend call costs microseconds of its own (setting the runtime up, waking the pool's
+# threads): where a method is split into several calls, a run doing less work than this
+# (multiply-adds, or elements for other operators) stays with the CPU kernels, which are faster
+# there (an LSTM's per-step products between its cell kernels).
+_MIN_XNNPACK_WORK = 1 << 15
+
+
+def _work(p: Plan, lo: int, hi: int) -> int:
+    """Multiply-adds of the matrix products and convolutions of instructions [lo, hi) of `p`, plus
+    the elements every other instruction writes."""
+    total = 0
+    for ins in _kernels(p.instructions[lo:hi]):
+        name = p.operators[ins.op_index][0]
+        outs = [t for a in ins.args[len(ins.args) - ins.num_outputs:] for t in p.tensors_in(a)
+                if isinstance(p.values[t], TensorValue)]
+        elements = sum(math.prod(p.tensor(t).sizes) for t in outs)
+        if name in ("aten::addmm", "aten::mm", "aten::bmm"):
+            first = p.tensor(ins.args[1 if name == "aten::addmm" else 0])
+            elements *= first.sizes[-1] if first.sizes else 1
+        elif name == "aten::convolution":
+            weight = p.tensor(ins.args[1])
+            elements *= math.prod(weight.sizes[1:])
+        total += elements
+    return total
+
+
 def _check_state_delegated(p: Plan, reasons: list[str]) -> None:
     """Raises where program state that an instruction CudaBackend runs (reasons[k] == '') reads or
     writes is also read or written by one it does not: CudaBackend keeps that state on the device."""
@@ -396,6 +423,13 @@ def delegate(p: Plan, constants: bytes, segments: list[bytes], backends: list[st
         labels.append(label)
         if label is None:
             refused.setdefault(_op_name(p, ins), reasons[backends[0]][k])
+    xnnpack_runs = [(lo, hi) for lo, hi, backend in _spans(labels) if backend == XNNPACK]
+    if len(xnnpack_runs) > 1:  # a method delegated whole is one call, however small
+        for lo, hi in xnnpack_runs:
+            if _work(p, lo, hi) < _MIN_XNNPACK_WORK:
+                labels[lo:hi] = [None] * (hi - lo)
+                for k in range(lo, hi):
+                    refused.setdefault(_op_name(p, p.instructions[k]), "too little work for an XnnpackBackend call")
     if CUDA in backends:
         _check_state_delegated(p, ["" if label == CUDA else reasons[CUDA][k] or "not CudaBackend's"
                                    for k, label in enumerate(labels)])

@@ -9,7 +9,7 @@ library, through the dynamic linker, for the backend registry's size, the kernel
 the thread pool's address and the address of each registered backend object, and compares the
 answers with the extension's own:
 - every library must report the same numbers and the same pool as the extension;
-- where the CUDA delegate library is shipped, the extension's registry lists CudaBackend exactly once.
+- where a delegate's library is shipped, the extension's registry lists its backend exactly once.
 """
 
 from __future__ import annotations
@@ -27,7 +27,8 @@ PROBES = {
     "pool": ("_ZN10executorch9extension10threadpool13pool_identityEv", ctypes.c_void_p),
 }
 GET_BACKEND_CLASS = "_ZN10executorch7runtime17get_backend_classEPKc"
-DELEGATE = "libexecutorch_cuda_backend.so.1"
+# The delegates' libraries and the backend each registers.
+DELEGATES = {"libexecutorch_cuda_backend.so.1": "CudaBackend", "libexecutorch_backend_xnnpack.so.1": "XnnpackBackend"}
 
 
 def probe() -> dict[str, Any]:
@@ -70,9 +71,10 @@ def probe() -> dict[str, Any]:
         except AttributeError:
             pass
         report["libraries"][so.name] = answers
-    if (lib_dir / DELEGATE).exists() and backends.count("CudaBackend") != 1:
-        report["problems"].append(f"{DELEGATE} is shipped but the extension's registry lists CudaBackend "
-                                  f"{backends.count('CudaBackend')} times: {backends}")
+    for library, name in DELEGATES.items():
+        if (lib_dir / library).exists() and backends.count(name) != 1:
+            report["problems"].append(f"{library} is shipped but the extension's registry lists {name} "
+                                      f"{backends.count(name)} times: {backends}")
     return report
 
 
