@@ -4,7 +4,7 @@
                         [--context 512] [--prompt 128] [--new 64] [--chunk 32]
                         [--dtypes float32,bfloat16,int8_weight_only,int4]
                         [--threads N] [--repeat 3] [--device cpu|cuda] [--bandwidth BYTES_PER_S]
-                        [--kernels N] [--batch B]
+                        [--kernels N] [--batch B] [--xnnpack]
 
 A random-weight Llama of that shape (LlamaForCausalLM; --hidden 2048 --layers 16 --heads 32 --kv-heads 8
 --context 2048 is the 1B-class one); --intermediate defaults to Llama's MLP width, 8/3 of --hidden rounded up
@@ -29,6 +29,8 @@ embedding table) and the cache up to the current position read once per token, a
 bytes/s; by default what a device-to-device copy moved on these machines: 4.3e12 on an H200,
 3.0e12 on an H100. --kernels N then prints the N device kernels that took most of one of our
 generate calls (torch.profiler's CUDA activity, which sees the kernels inside CUDA graphs).
+--xnnpack (CPU) adds our program exported with backend="xnnpack" (linear layers, norms and the rest
+on XnnpackBackend; the cache updates and the attention reading the cache on the CPU kernels).
 --batch B generates for B prompts side by side (export_llm(batch_size=B) and generate_batch; theirs
 generate on the [B, prompt] ids); decode tokens/s then counts the tokens of all rows.
 """
@@ -130,6 +132,7 @@ def main() -> int:
     parser.add_argument("--bandwidth", type=float, default=None)
     parser.add_argument("--kernels", type=int, default=0)
     parser.add_argument("--intermediate", type=int, default=0, help="MLP width (default: Llama's rounding)")
+    parser.add_argument("--xnnpack", action="store_true", help="CPU: also export_llm(backend='xnnpack')")
     args = parser.parse_args()
     if args.device == "cuda":
         return on_gpu(args)
@@ -144,23 +147,29 @@ def main() -> int:
         quantize = name if name in QUANTIZERS else None
         dtype = torch.float32 if quantize else getattr(torch, name)
         model = llama(args, dtype)
-        gen = TextGenerator(Runtime.get().load_program(
+        gens = {"executorch.llm": None, "executorch.llm (xnnpack)": "xnnpack"} if args.xnnpack else {
+            "executorch.llm": None}
+        programs = {runner: TextGenerator(Runtime.get().load_program(
             export_llm(model, max_seq_len=args.context, prefill_chunk=args.chunk, batch_size=args.batch,
-                       dtype=None if dtype == torch.float32 else dtype, quantize=quantize)))
+                       dtype=None if dtype == torch.float32 else dtype, quantize=quantize, backend=backend)))
+            for runner, backend in gens.items()}
         if quantize:
             model = QUANTIZERS[quantize](model)[0]
         results: dict[str, Any] = {
             "transformers (dynamic)": median_of(args.repeat, lambda: theirs(model, prompts, args.new, None)),
             "transformers (static)": median_of(args.repeat, lambda: theirs(model, prompts, args.new, "static")),
-            "executorch.llm": median_of(args.repeat, lambda: ours_of(gen, prompts, args.new)),
         }
+        for runner, gen in programs.items():
+            results[runner] = median_of(args.repeat, lambda gen=gen: ours_of(gen, prompts, args.new))
         reference = results["transformers (dynamic)"][0]
         for runner, (tokens, prefill, decode) in results.items():
             print(f"{name:16} {runner:26} {prefill:11.1f} {decode:13.1f} {str(tokens == reference):>13}", flush=True)
-        ours_row = results["executorch.llm"]
-        for peer in ("transformers (dynamic)", "transformers (static)"):
-            print(f"{name:16} ratio vs {peer:17} {ours_row[1] / results[peer][1]:11.2f} "
-                  f"{results[peer][2] / ours_row[2]:13.2f}")
+        for runner in programs:
+            ours_row = results[runner]
+            for peer in ("transformers (dynamic)", "transformers (static)"):
+                label = f"{'xnnpack ' if 'xnnpack' in runner else ''}ratio vs {peer}"
+                print(f"{name:16} {label:26} {ours_row[1] / results[peer][1]:11.2f} "
+                      f"{results[peer][2] / ours_row[2]:13.2f}")
     return 0
 
 

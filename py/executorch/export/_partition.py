@@ -428,8 +428,8 @@ def delegate(p: Plan, constants: bytes, segments: list[bytes], backends: list[st
         for lo, hi in xnnpack_runs:
             if _work(p, lo, hi) < _MIN_XNNPACK_WORK:
                 labels[lo:hi] = [None] * (hi - lo)
-                for k in range(lo, hi):
-                    refused.setdefault(_op_name(p, p.instructions[k]), "too little work for an XnnpackBackend call")
+                for ins in _kernels(p.instructions[lo:hi]):
+                    refused.setdefault(_op_name(p, ins), "too little work for an XnnpackBackend call")
     if CUDA in backends:
         _check_state_delegated(p, ["" if label == CUDA else reasons[CUDA][k] or "not CudaBackend's"
                                    for k, label in enumerate(labels)])
