@@ -51,3 +51,30 @@ def build_variant(name, srcs, shared = None, cuda = None, **kwargs):
         cuda = "inherit" if cuda == None else str(cuda),
         **kwargs
     )
+
+def _default_config_transition_impl(settings, attr):
+    return {_SHARED: True, _CUDA: True}
+
+_default_config_transition = transition(
+    implementation = _default_config_transition_impl,
+    inputs = [],
+    outputs = [_SHARED, _CUDA],
+)
+
+def _default_config_cc_impl(ctx):
+    dep = ctx.attr.deps[0]
+    return [dep[CcInfo], DefaultInfo(files = dep[DefaultInfo].files)]
+
+default_config_cc = rule(
+    implementation = _default_config_cc_impl,
+    doc = """A cc_library dep built with //:shared and //:cuda at their defaults, whatever the
+variant around it. For third-party code that reads neither (XNNPACK): every variant of the build
+then links the one compiled copy instead of compiling it again in a configuration of its own.""",
+    attrs = {
+        "deps": attr.label_list(cfg = _default_config_transition, providers = [CcInfo]),
+        "_allowlist_function_transition": attr.label(
+            default = "@bazel_tools//tools/allowlists/function_transition_allowlist",
+        ),
+    },
+    provides = [CcInfo],
+)

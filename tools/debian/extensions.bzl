@@ -20,11 +20,17 @@ SOURCES = {
 # Tarballs whose files lie at the top, with no "PACKAGE-VERSION/" directory around them.
 _FLAT = ["xnnpack"]
 
+# What the BUILD files name in this repository, by labels that hold wherever it is used from (as
+# the root module, or as a bazel_dep of another): tools/debian/labels.bzl in each repository.
+_LABELS = {"GLIBC_VERSIONS": Label("//tools/debian:glibc_versions")}
+
 def _debian_sources_impl(_mctx):
+    labels = "\n".join(['%s = "%s"' % (k, str(v)) for k, v in _LABELS.items()])
     for name, (package, version, sha256) in SOURCES.items():
         http_archive(
             name = name,
             build_file = Label("//tools/debian:%s.BUILD" % name),
+            patch_cmds = ["mkdir -p tools/debian && printf '%%s\\n' '%s' > tools/debian/labels.bzl && touch tools/debian/BUILD.bazel" % labels],
             sha256 = sha256,
             strip_prefix = "" if name in _FLAT else "%s-%s" % (package, version),
             urls = [_POOL + "%s/%s/%s_%s.orig.tar.xz" % (package[0], package, package, version)],
