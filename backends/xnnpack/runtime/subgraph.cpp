@@ -165,13 +165,24 @@ Result<uint32_t> SubgraphBuilder::output(EValue* v, bool channels_last, const ch
   if (ext != external_.end()) {
     ET_TRY_ASSIGN(h.torch, define(dims_of(t), nullptr, ext->second, XNN_VALUE_FLAG_EXTERNAL_OUTPUT));
     if (!channels_last) return h.torch;
-    // Written channels-last, then transposed into the external value right after.
+    // Written channels-last, then transposed into the external value (written(), after the node).
     ET_TRY_ASSIGN(h.nhwc, define(nhwc_dims(t)));
+    transpose_pending_.insert(v);
     return h.nhwc;
   }
   ET_TRY_ASSIGN(const uint32_t id, define(channels_last ? nhwc_dims(t) : dims_of(t)));
   (channels_last ? h.nhwc : h.torch) = id;
   return id;
+}
+
+Result<uint32_t> SubgraphBuilder::in_layout(EValue* v, bool channels_last, const char* op) {
+  return channels_last ? nhwc(v, op) : torch(v, op);
+}
+
+Error SubgraphBuilder::written(const EValue* v) {
+  if (transpose_pending_.erase(v) == 0) return Error::Ok;
+  const Held& h = held_[v];
+  return status(xnn_define_static_transpose(s_, 4, kToNchw, h.nhwc, h.torch, 0), "xnn_define_static_transpose");
 }
 
 Error SubgraphBuilder::alias(EValue* v, uint32_t id, bool channels_last, const char* op) {
@@ -273,6 +284,8 @@ Error SubgraphBuilder::unary(const std::string& op, Span<EValue*> a) {
   const size_t n = a.size();
   xnn_unary_params p{};
   xnn_unary_operator kind = xnn_unary_invalid;
+  // Operators of two or three nodes: x * sigmoid(x), clamp(x / 6 + 1/2, 0, 1), x * x^2.
+  enum class Composite { None, Silu, HardSigmoid, Cube } composite = Composite::None;
   const EValue* bad = nullptr;
   if (op == "aten::relu" && n == 2) {
     kind = xnn_unary_clamp, p.clamp.min = 0.f, p.clamp.max = INFINITY;
@@ -309,49 +322,38 @@ Error SubgraphBuilder::unary(const std::string& op, Span<EValue*> a) {
     for (const auto& [k, v] : kPlain) {
       if (op == k) kind = v;
     }
-    if (op == "aten::silu" || op == "aten::hardsigmoid") {
-      ET_TRY(need_float(a[0], name));
-      const bool cl = held_nhwc(a[0]);
-      ET_TRY_ASSIGN(const uint32_t x, cl ? nhwc(a[0], name) : torch(a[0], name));
-      ET_TRY_ASSIGN(const uint32_t y, output(a[1], cl, name));
-      const Tensor& t = a[0]->to_tensor();
-      ET_TRY_ASSIGN(const uint32_t mid, define(cl ? nhwc_dims(t) : dims_of(t)));
-      if (op == "aten::silu") {  // x * sigmoid(x)
-        ET_TRY(status(xnn_define_unary(s_, xnn_unary_sigmoid, nullptr, x, mid, 0), "sigmoid"));
-        ET_TRY(status(xnn_define_binary(s_, xnn_binary_multiply, nullptr, x, mid, y, 0), "multiply"));
-      } else {  // clamp(x / 6 + 1/2, 0, 1)
-        ET_TRY_ASSIGN(const uint32_t sixth, scalar(1.f / 6.f));
-        ET_TRY_ASSIGN(const uint32_t half, scalar(0.5f));
-        ET_TRY(status(xnn_define_binary(s_, xnn_binary_multiply, nullptr, x, sixth, mid, 0), "multiply"));
-        const xnn_binary_params clamp{0.f, 1.f};
-        ET_TRY(status(xnn_define_binary(s_, xnn_binary_add, &clamp, mid, half, y, 0), "add"));
-      }
-      return cl ? alias(a[1], y, true, name) : Error::Ok;
-    }
+    if (op == "aten::silu") composite = Composite::Silu;
+    if (op == "aten::hardsigmoid") composite = Composite::HardSigmoid;
   } else if (op == "aten::pow.Tensor_Scalar" && n == 3 && is_number(a[1])) {
     const double e = a[1]->scalar_as_double();
     if (e == 2.0) kind = xnn_unary_square;
     if (e == 0.5) kind = xnn_unary_square_root;
-    if (e == 3.0) {  // x * x^2 (GPT-2's tanh GELU)
-      ET_TRY(need_float(a[0], name));
-      const bool cl = held_nhwc(a[0]);
-      ET_TRY_ASSIGN(const uint32_t x, cl ? nhwc(a[0], name) : torch(a[0], name));
-      const Tensor& t = a[0]->to_tensor();
-      ET_TRY_ASSIGN(const uint32_t sq, define(cl ? nhwc_dims(t) : dims_of(t)));
-      ET_TRY_ASSIGN(const uint32_t y, output(a[2], cl, name));
-      ET_TRY(status(xnn_define_unary(s_, xnn_unary_square, nullptr, x, sq, 0), "square"));
-      ET_TRY(status(xnn_define_binary(s_, xnn_binary_multiply, nullptr, x, sq, y, 0), "multiply"));
-      return cl ? alias(a[2], y, true, name) : Error::Ok;
-    }
+    if (e == 3.0) composite = Composite::Cube;  // GPT-2's tanh GELU
   }
-  XNN_CHECK(kind != xnn_unary_invalid && bad == nullptr, "%s does not run %s%s", kXnnpackBackendName, name,
-            bad ? " with these arguments" : "");
+  XNN_CHECK((kind != xnn_unary_invalid || composite != Composite::None) && bad == nullptr, "%s does not run %s%s",
+            kXnnpackBackendName, name, bad ? " with these arguments" : "");
   ET_TRY(need_float(a[0], name));
   const bool cl = held_nhwc(a[0]);
-  ET_TRY_ASSIGN(const uint32_t x, cl ? nhwc(a[0], name) : torch(a[0], name));
+  ET_TRY_ASSIGN(const uint32_t x, in_layout(a[0], cl, name));
   ET_TRY_ASSIGN(const uint32_t y, output(a[n - 1], cl, name));
-  ET_TRY(status(xnn_define_unary(s_, kind, &p, x, y, 0), "xnn_define_unary"));
-  return cl ? alias(a[n - 1], y, true, name) : Error::Ok;
+  if (composite == Composite::None) {
+    ET_TRY(status(xnn_define_unary(s_, kind, &p, x, y, 0), "xnn_define_unary"));
+    return written(a[n - 1]);
+  }
+  const Tensor& t = a[0]->to_tensor();
+  ET_TRY_ASSIGN(const uint32_t mid, define(cl ? nhwc_dims(t) : dims_of(t)));
+  if (composite == Composite::HardSigmoid) {
+    ET_TRY_ASSIGN(const uint32_t sixth, scalar(1.f / 6.f));
+    ET_TRY_ASSIGN(const uint32_t half, scalar(0.5f));
+    ET_TRY(status(xnn_define_binary(s_, xnn_binary_multiply, nullptr, x, sixth, mid, 0), "multiply"));
+    const xnn_binary_params clamp{0.f, 1.f};
+    ET_TRY(status(xnn_define_binary(s_, xnn_binary_add, &clamp, mid, half, y, 0), "add"));
+  } else {  // x * sigmoid(x), x * x^2
+    const xnn_unary_operator first = composite == Composite::Silu ? xnn_unary_sigmoid : xnn_unary_square;
+    ET_TRY(status(xnn_define_unary(s_, first, nullptr, x, mid, 0), "xnn_define_unary"));
+    ET_TRY(status(xnn_define_binary(s_, xnn_binary_multiply, nullptr, x, mid, y, 0), "multiply"));
+  }
+  return written(a[n - 1]);
 }
 
 Error SubgraphBuilder::binary(xnn_binary_operator kind, EValue* x, EValue* y, EValue* out, const char* op) {
@@ -361,22 +363,22 @@ Error SubgraphBuilder::binary(xnn_binary_operator kind, EValue* x, EValue* y, EV
   // Channels-last where an operand is held so and both are 4-D or single elements.
   auto fits = [](const EValue* v) { return v->to_tensor().dim() == 4 || v->to_tensor().numel() == 1; };
   const bool cl = out->to_tensor().dim() == 4 && (held_nhwc(x) || held_nhwc(y)) && fits(x) && fits(y);
-  auto operand = [&](EValue* v) { return cl && v->to_tensor().dim() == 4 ? nhwc(v, op) : torch(v, op); };
+  auto operand = [&](EValue* v) { return in_layout(v, cl && v->to_tensor().dim() == 4, op); };
   ET_TRY_ASSIGN(const uint32_t i1, operand(x));
   ET_TRY_ASSIGN(const uint32_t i2, operand(y));
   ET_TRY_ASSIGN(const uint32_t o, output(out, cl, op));
   ET_TRY(status(xnn_define_binary(s_, kind, nullptr, i1, i2, o, 0), "xnn_define_binary"));
-  return cl ? alias(out, o, true, op) : Error::Ok;
+  return written(out);
 }
 
 Error SubgraphBuilder::binary_scalar(xnn_binary_operator kind, EValue* x, float y, EValue* out, const char* op) {
   ET_TRY(need_float(x, op));
   const bool cl = held_nhwc(x);
-  ET_TRY_ASSIGN(const uint32_t i1, cl ? nhwc(x, op) : torch(x, op));
+  ET_TRY_ASSIGN(const uint32_t i1, in_layout(x, cl, op));
   ET_TRY_ASSIGN(const uint32_t i2, scalar(y));
   ET_TRY_ASSIGN(const uint32_t o, output(out, cl, op));
   ET_TRY(status(xnn_define_binary(s_, kind, nullptr, i1, i2, o, 0), "xnn_define_binary"));
-  return cl ? alias(out, o, true, op) : Error::Ok;
+  return written(out);
 }
 
 // addmm(bias, x, w, beta, alpha, out) / mm(x, w, out) with a constant weight [in, out] (the
@@ -490,7 +492,7 @@ Error SubgraphBuilder::convolution(Span<EValue*> a, const char* op) {
                                 static_cast<uint32_t>(v[5]), static_cast<uint32_t>(groups), I,
                                 O / static_cast<size_t>(groups), -INFINITY, INFINITY, in, filter, bias, out, 0),
       "xnn_define_convolution_2d"));
-  if (!one_d) return alias(a[9], out, true, op);
+  if (!one_d) return written(a[9]);
   ET_TRY_ASSIGN(const uint32_t nlo, define({N, Lo, O}));
   const size_t shape[3] = {N, Lo, O}, swap[3] = {0, 2, 1};
   ET_TRY(status(xnn_define_static_reshape(s_, 3, shape, out, nlo, 0), "xnn_define_static_reshape"));
@@ -551,7 +553,7 @@ Error SubgraphBuilder::pool(Span<EValue*> a, bool is_max, size_t i, const char* 
                                                 u(s[1]), -INFINITY, INFINITY, in, y, 0),
                   "xnn_define_average_pooling_2d"));
   }
-  return alias(out, y, true, op);
+  return written(out);
 }
 
 // mean.dim(x, dims, keepdim, dtype, out), or _adaptive_avg_pool2d(x, [1, 1], out): a mean node,
@@ -585,13 +587,13 @@ Error SubgraphBuilder::mean(Span<EValue*> a, const char* op) {
     if (reduced[static_cast<size_t>(d)]) axes.push_back(cl ? kNhwcAxis[d] : static_cast<size_t>(d));
   }
   std::sort(axes.begin(), axes.end());
-  ET_TRY_ASSIGN(const uint32_t in, cl ? nhwc(a[0], op) : torch(a[0], op));
+  ET_TRY_ASSIGN(const uint32_t in, in_layout(a[0], cl, op));
   const bool out_cl = cl && keep;
   ET_TRY_ASSIGN(const uint32_t y, output(out, out_cl, op));
   ET_TRY(status(
       xnn_define_static_reduce(s_, xnn_reduce_mean, axes.size(), axes.data(), in, y, keep ? XNN_FLAG_KEEP_DIMS : 0),
       "xnn_define_static_reduce"));
-  return out_cl ? alias(out, y, true, op) : Error::Ok;
+  return written(out);
 }
 
 // sum.dim_IntList(x, dims, keepdim, dtype, out), or sum / mean(x, dtype, out) over every element,
@@ -729,7 +731,7 @@ Error SubgraphBuilder::cat(Span<EValue*> a, const char* op) {
   const int32_t axis = static_cast<int32_t>(cl ? kNhwcAxis[dim] : static_cast<size_t>(dim));
   std::vector<uint32_t> ids;
   for (EValue* p : pieces) {
-    ET_TRY_ASSIGN(const uint32_t id, cl ? nhwc(p, op) : torch(p, op));
+    ET_TRY_ASSIGN(const uint32_t id, in_layout(p, cl, op));
     ids.push_back(id);
   }
   if (ids.size() == 1) return alias(a[2], ids[0], cl, op);
@@ -737,7 +739,7 @@ Error SubgraphBuilder::cat(Span<EValue*> a, const char* op) {
   for (EValue* p : pieces) extents.push_back(static_cast<size_t>(p->to_tensor().size(static_cast<int>(dim))));
   ET_TRY_ASSIGN(const uint32_t y, output(a[2], cl, op));
   ET_TRY(join(ids, extents, static_cast<size_t>(axis), cl ? nhwc_dims(o) : dims_of(o), y));
-  return cl ? alias(a[2], y, true, op) : Error::Ok;
+  return written(a[2]);
 }
 
 // Values `ids` (extents along `axis`) joined into `out` (dims `dims`): concatenate nodes of up to
@@ -825,12 +827,12 @@ Error SubgraphBuilder::pad(Span<EValue*> a, const char* op) {
     const size_t at = cl ? kNhwcAxis[d] : d;
     pre[at] = static_cast<size_t>(p[2 * j]), post[at] = static_cast<size_t>(p[2 * j + 1]);
   }
-  ET_TRY_ASSIGN(const uint32_t in, cl ? nhwc(a[0], op) : torch(a[0], op));
+  ET_TRY_ASSIGN(const uint32_t in, in_layout(a[0], cl, op));
   ET_TRY_ASSIGN(const uint32_t y, output(a[3], cl, op));
   ET_TRY(status(xnn_define_static_constant_pad(s_, pre.data(), post.data(),
                                                static_cast<float>(a[2]->scalar_as_double()), in, y, 0),
                 "xnn_define_static_constant_pad"));
-  return cl ? alias(a[3], y, true, op) : Error::Ok;
+  return written(a[3]);
 }
 
 // upsample_bilinear2d.vec(x, output_size, align_corners, scale_factors, out): channels-last,
@@ -854,7 +856,7 @@ Error SubgraphBuilder::upsample(Span<EValue*> a, const char* op) {
   ET_TRY(status(xnn_define_static_resize_bilinear_2d(s_, static_cast<size_t>(o.size(2)), static_cast<size_t>(o.size(3)),
                                                      in, y, a[2]->to_bool() ? XNN_FLAG_ALIGN_CORNERS : 0),
                 "xnn_define_static_resize_bilinear_2d"));
-  return alias(a[4], y, true, op);
+  return written(a[4]);
 }
 
 // _softmax(x, dim, half_to_float, out) over the last dimension.

@@ -62,8 +62,12 @@ class SubgraphBuilder {
   runtime::Result<uint32_t> torch(runtime::EValue* v, const char* op);
   runtime::Result<uint32_t> nhwc(runtime::EValue* v, const char* op);
   bool held_nhwc(const runtime::EValue* v) const;
-  // Defines output `v` of a node, in torch's layout or channels-last.
+  // `v` in torch's layout, or channels-last.
+  runtime::Result<uint32_t> in_layout(runtime::EValue* v, bool channels_last, const char* op);
+  // Defines output `v` of a node, in torch's layout or channels-last; written(v) after the node
+  // transposes an external output written channels-last into its external value.
   runtime::Result<uint32_t> output(runtime::EValue* v, bool channels_last, const char* op);
+  runtime::Error written(const runtime::EValue* v);
   // `v` is the value `id` (an alias of another; a copy where `v` is external).
   runtime::Error alias(runtime::EValue* v, uint32_t id, bool channels_last, const char* op);
   bool is_constant(const runtime::EValue* v) const { return constants_.count(v) != 0; }
@@ -110,7 +114,8 @@ class SubgraphBuilder {
   std::unordered_map<const runtime::EValue*, uint32_t> external_;
   std::unordered_map<const runtime::EValue*, Held> held_;
   std::unordered_set<const runtime::EValue*> constants_;
-  std::unordered_set<const runtime::EValue*> outputs_;  // the method's
+  std::unordered_set<const runtime::EValue*> outputs_;            // the method's
+  std::unordered_set<const runtime::EValue*> transpose_pending_;  // see output()
 };
 
 }  // namespace xnnpack

@@ -16,6 +16,7 @@ import torch
 
 from executorch.export import _dtypes
 from executorch.export._errors import ExportError, UnsupportedOperatorError
+from executorch.export._partition import CUDA, XNNPACK
 from executorch.export._planner import Allocation, plan
 from executorch.export import _fusions
 from executorch.export._quantize import quantize_linear_int4, quantize_linear_int8, quantize_linear_int8_weight_only
@@ -653,7 +654,7 @@ def export(
 
 
 # The backends export(backend=...) names, and their registered names.
-BACKENDS = {"cuda": "CudaBackend", "xnnpack": "XnnpackBackend"}
+BACKENDS = {"cuda": CUDA, "xnnpack": XNNPACK}
 
 
 def backends_of(backend: str | Sequence[str] | None) -> list[str]:
