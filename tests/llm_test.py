@@ -459,6 +459,6 @@ def test_cuda_greedy_matches_transformers(name: str) -> None:
     pte = export_llm(model, max_seq_len=MAX_LEN, prefill_chunk=CHUNK, backend="cuda", dtype=torch.bfloat16)
     gen = TextGenerator(Runtime.get().load_program(pte))
     assert gen._device is not None  # torch is imported and sees the GPU: generation runs there
-    got = gen._prefill_logits(prompt).float().cpu()
+    got = gen._prefill_logits([prompt])[0].float().cpu()
     error = (got - reference).abs().max().item() / reference.abs().max().item()
     assert error < 5e-2, f"{name}: bfloat16 logits {error:.2e} of the largest apart"

@@ -121,7 +121,9 @@ def check_attention() -> None:
         # split keys (few query rows, 256 keys or more): a decoder's step over its cache, a partial
         # last split, causal rows whose later splits hold no key, a head size no multiple of 32
         (1, 8, 1, 2048, 64, False, "bool"), (1, 4, 1, 300, 128, False, None), (2, 2, 3, 1000, 64, True, None),
-        (1, 2, 2, 513, 40, False, "additive")]
+        (1, 2, 2, 513, 40, False, "additive"),
+        # batched decode: 256 or more query rows in all, still split
+        (8, 32, 1, 2048, 64, False, "bool"), (16, 32, 1, 512, 64, False, "additive"), (32, 12, 4, 600, 64, True, None)]
     for b, h, lq, lk, d, causal, mask_kind in cases:
         q, k, v = torch.randn(b, h, lq, d), torch.randn(b, h, lk, d), torch.randn(b, h, lk, d)
         inputs = [q, k, v]

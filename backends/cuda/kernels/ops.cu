@@ -564,13 +564,17 @@ constexpr int kSplitWarps = 4;
 constexpr int64_t kSplitMinKeys = 128;  // keys a split takes at least
 constexpr int kSplitMaxSplits = 64;
 constexpr int64_t kSplitTargetBlocks = 512;  // a few blocks per SM
+constexpr int64_t kSplitDecodeQueries = 8;   // query rows per head that count as decode
 
 int attention_splits(const AttentionShape& s) {
   const int64_t rows = s.batch * s.q_heads * s.q_len;
-  if (rows == 0 || rows >= kSplitTargetBlocks / 2 || s.kv_len < 2 * kSplitMinKeys || s.q_len > 65535) return 1;
+  if (rows == 0 || s.kv_len < 2 * kSplitMinKeys || s.q_len > 65535) return 1;
+  // Decode shapes (a few queries per head over a long cache) stay split at any batch: the split kernel skips
+  // masked cache positions, the generic one reads every key.
+  if (rows >= kSplitTargetBlocks / 2 && s.q_len > kSplitDecodeQueries) return 1;
   const int64_t splits =
       std::min<int64_t>({(kSplitTargetBlocks + rows - 1) / rows, s.kv_len / kSplitMinKeys, kSplitMaxSplits});
-  return static_cast<int>(std::max<int64_t>(splits, 1));
+  return static_cast<int>(std::max<int64_t>(splits, 2));
 }
 
 // The dot product of the (scaled, float) query `qs` with key row `kj`: 16-byte loads where `vector`.

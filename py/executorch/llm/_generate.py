@@ -173,6 +173,7 @@ class _DeviceSteps:
         self.torch = torch
         self.token = torch.zeros((rows, 1), dtype=torch.int64, device=device)
         self.position = torch.zeros(1, dtype=torch.int64, device=device)
+        self.fed: list[int] | None = None  # the ids `token` already holds, written on the device by pick()
         self.generator = torch.Generator(device=device)
         if seed is not None:
             self.generator.manual_seed(seed)
@@ -180,7 +181,9 @@ class _DeviceSteps:
             self.generator.seed()
 
     def inputs(self, tokens: list[int], position: int) -> list[Any]:
-        if len(tokens) == 1:
+        if tokens == self.fed:
+            pass
+        elif len(tokens) == 1:
             self.token.fill_(tokens[0])
         else:
             self.token.copy_(self.torch.tensor(tokens, dtype=self.torch.int64).view(-1, 1))
@@ -190,7 +193,11 @@ class _DeviceSteps:
     def pick(self, logits: Any, temperature: float, top_k: int | None, top_p: float | None) -> list[int]:
         """The next token of each row of logits [rows, vocab]; only the ids come to the host."""
         if temperature <= 0.0:
-            return [int(t) for t in self.torch.argmax(logits, dim=-1).tolist()]
+            ids = self.torch.argmax(logits, dim=-1)
+            self.token.copy_(ids.view(-1, 1))  # the next step's input, without a host-to-device copy
+            self.fed = [int(t) for t in ids.tolist()]
+            return list(self.fed)
+        self.fed = None
         return [self._sample(row, temperature, top_k, top_p) for row in logits]
 
     def _sample(self, logits: Any, temperature: float, top_k: int | None, top_p: float | None) -> int:
