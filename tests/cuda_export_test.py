@@ -611,6 +611,32 @@ def test_transformer_forms_run_fused_on_the_cpu_too(dtype, bound) -> None:
     assert float((got - want).abs().max()) <= bound * max(1.0, float(want.abs().max()))
 
 
+@pytest.mark.parametrize("backend", [None, "cuda", "xnnpack"])
+def test_repeated_key_value_heads_are_read_in_place(backend) -> None:
+    """Llama's repeat_kv (expand and copy of each key/value head) before attention becomes
+    enable_gqa on the CPU kernels and CudaBackend, which read the shared heads themselves; XnnpackBackend,
+    which takes as many key/value heads as query heads, keeps the copy. The CPU program matches torch."""
+    from executorch.serialization.pte import deserialize
+    from tests.models.real import MODELS as REAL
+
+    model, example = REAL["llama"]()  # 4 query heads over 2 key/value heads
+    pte = export(model, example, backend=backend)
+    spec = deserialize(pte)
+    if backend == "cuda":
+        single_delegate_call(spec)
+        plan, _ = _device_lowered(model, example)
+        names = {plan.operators[i.op_index][0] for i in plan.instructions}
+    else:
+        names = {name for name, _ in spec.plans[0].operators}
+    assert ("aten::expand_copy" in names or "aten::expand" in names) == (backend == "xnnpack"), names
+    if backend == "cuda":
+        return
+    with torch.no_grad():
+        want = model(*example)[0]
+    got = torch.as_tensor(np.asarray(Runtime.get().load_program(pte).load_method().execute(list(example))[0]))
+    assert float((got - want).abs().max()) <= 1e-5 * max(1.0, float(want.abs().max()))
+
+
 @pytest.mark.parametrize("name", ["bert", "llama", "wav2vec2", "timm_levit_128s", "roberta", "clip_text", "lstm", "r3d_18",
                                   "bloom", "falcon"])
 def test_real_models_with_masks_and_norms_are_one_delegate_call(name: str) -> None:

@@ -1,5 +1,5 @@
 """export(..., backend="xnnpack"): operators and real models through XnnpackBackend on the CPU,
-against torch (float32; bounds stated per test), the program's structure, what stays with the CPU
+against torch (float32 and float16; bounds stated per test), the program's structure, what stays with the CPU
 kernels and why, and the order of a list of backends."""
 
 from __future__ import annotations
@@ -145,6 +145,48 @@ def test_real_models_run_in_one_call_and_match_torch(name: str) -> None:
     got, spec = run(model, inputs)
     one_call(spec)
     assert_close(got[0], want, 2e-5)
+
+
+@pytest.mark.parametrize("name", ["resnet18", "mobilenet_v2", "vit_b_16", "whisper_encoder"])
+def test_float16_programs_run_in_one_call(name: str) -> None:
+    """export(dtype=torch.float16, backend="xnnpack"): float16 inputs, outputs and weights, float32
+    arithmetic inside the subgraph (as the CPU kernels compute float16 programs). Against torch's
+    float32 model on the same float16-rounded inputs and weights: within 1e-2 of the largest output."""
+    from tests.models.real import MODELS
+
+    model, inputs = MODELS[name]()
+    half = [x.half() if x.is_floating_point() else x for x in inputs]
+    pte = export(model, tuple(inputs), backend="xnnpack", dtype=torch.float16)
+    spec = deserialize(pte)
+    one_call(spec)
+    (got, *_) = Runtime.get().load_program(pte).load_method().execute(half)
+    got = torch.as_tensor(got)
+    assert got.dtype == torch.float16
+    with torch.no_grad():
+        reference = model.half().float()  # the weights rounded as the program holds them
+        want = torch.utils._pytree.tree_leaves(reference(*[x.float() if x.is_floating_point() else x for x in half]))[0]
+    assert_close(got.float(), want, 1e-2)
+
+
+def test_int8_linear_layers_run_on_xnnpack() -> None:
+    """quantize="int8" (activations quantized per row as it runs): every linear layer a fully
+    connected node on XNNPACK's channelwise int8 weights, one call, against torch running the same
+    quantized module. XNNPACK quantizes activations asymmetrically where the CPU kernel is
+    symmetric: bounded by the activations' int8 rounding, 2e-2 of the largest output. Weight-only
+    int8 stays with the CPU kernels."""
+    from executorch.export._quantize import quantize_linear_int8
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(64, 128), torch.nn.GELU(), torch.nn.Linear(128, 32)).eval()
+    x = torch.randn(5, 64)
+    got, spec = run(model, (x,), quantize="int8")
+    one_call(spec)
+    reference, _ = quantize_linear_int8(model)
+    with torch.no_grad():
+        want = reference(x)
+    assert_close(got[0], want, 2e-2)
+    _, spec = run(model, (x,), quantize="int8_weight_only")
+    assert "executorch::int8_weight_linear" in cpu_operators(spec)
 
 
 def test_what_xnnpack_does_not_run_stays_with_the_cpu_kernels() -> None:

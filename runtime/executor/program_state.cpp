@@ -106,10 +106,11 @@ Error ProgramState::reset() {
     if (sizes_[i] == 0) continue;
     if (initial_[i].size() == sizes_[i]) {
       std::memcpy(buffers_[i].get(), initial_[i].data(), sizes_[i]);
+      if (copies_[i] != nullptr) ET_TRY(copies_[i]->upload(buffer(i)));
     } else {
       std::memset(buffers_[i].get(), 0, sizes_[i]);
+      if (copies_[i] != nullptr) ET_TRY(copies_[i]->zero(buffer(i)));
     }
-    if (copies_[i] != nullptr) ET_TRY(copies_[i]->upload(buffer(i)));
   }
   return Error::Ok;
 }

@@ -33,6 +33,9 @@ class EXECUTORCH_API ProgramState final {
     // The buffer's contents from host memory to the copy, or back.
     virtual Error upload(Span<const uint8_t> host) = 0;
     virtual Error download(Span<uint8_t> host) = 0;
+    // The copy set to zeros, as `zeroed_host` (the buffer, zeroed) holds; an upload unless the device
+    // can clear its memory in place.
+    virtual Error zero(Span<const uint8_t> zeroed_host) { return upload(zeroed_host); }
   };
 
   // One allocation per buffer of `program`, filled with its initial contents. Errors:

@@ -103,13 +103,13 @@ def check_attention() -> None:
     same rounded inputs."""
 
     class Sdpa(torch.nn.Module):
-        def __init__(self, causal: bool) -> None:
+        def __init__(self, causal: bool, gqa: bool) -> None:
             super().__init__()
-            self.causal = causal
+            self.causal, self.gqa = causal, gqa
 
         def forward(self, q, k, v, *mask):
             return torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask[0] if mask else None,
-                                                                    is_causal=self.causal)
+                                                                    is_causal=self.causal, enable_gqa=self.gqa)
 
     torch.manual_seed(0)
     cases = [  # batch, heads, queries, keys, head size, causal, mask; tensor cores from 64 queries
@@ -123,17 +123,24 @@ def check_attention() -> None:
         (1, 8, 1, 2048, 64, False, "bool"), (1, 4, 1, 300, 128, False, None), (2, 2, 3, 1000, 64, True, None),
         (1, 2, 2, 513, 40, False, "additive"),
         # batched decode: 256 or more query rows in all, still split
-        (8, 32, 1, 2048, 64, False, "bool"), (16, 32, 1, 512, 64, False, "additive"), (32, 12, 4, 600, 64, True, None)]
-    for b, h, lq, lk, d, causal, mask_kind in cases:
-        q, k, v = torch.randn(b, h, lq, d), torch.randn(b, h, lk, d), torch.randn(b, h, lk, d)
+        (8, 32, 1, 2048, 64, False, "bool"), (16, 32, 1, 512, 64, False, "additive"), (32, 12, 4, 600, 64, True, None),
+        # grouped key/value heads (enable_gqa): decode over a cache, a prefill chunk whose later keys
+        # the mask removes (whole tiles skipped), the scalar kernel
+        (8, 32, 1, 2048, 64, False, "cache", 8), (2, 32, 200, 1024, 64, False, "cache", 8),
+        (2, 8, 70, 70, 40, True, None, 2)]
+    for b, h, lq, lk, d, causal, mask_kind, *grouped in cases:
+        hk = grouped[0] if grouped else h
+        q, k, v = torch.randn(b, h, lq, d), torch.randn(b, hk, lk, d), torch.randn(b, hk, lk, d)
         inputs = [q, k, v]
         if mask_kind == "bool":
             keep = torch.rand(b, 1, lq, lk) > 0.5
             keep[..., 0] = True  # every row attends somewhere
             inputs.append(keep)
+        elif mask_kind == "cache":  # causal over the first lq + 100 positions of a longer cache, the rest unused
+            inputs.append(torch.arange(lk)[None, None, None, :] <= torch.arange(100, 100 + lq)[None, None, :, None])
         elif mask_kind == "additive":
             inputs.append(torch.randn(b, 1, lq, lk))
-        model = Sdpa(causal).eval()
+        model = Sdpa(causal, hk != h).eval()
         for dtype, bound in BOUNDS[1:]:
             xs = [x.to(dtype) if x.is_floating_point() else x for x in inputs]
             method = Runtime.get().load_program(export(model, tuple(xs), backend="cuda", dtype=dtype)).load_method()
@@ -141,7 +148,8 @@ def check_attention() -> None:
             with torch.no_grad():
                 ref = model(*[x.float() if x.is_floating_point() else x for x in xs])
             err = float((got - ref).abs().max()) / max(1.0, float(ref.abs().max()))
-            label = f"attention b{b} h{h} q{lq} k{lk} d{d}{' causal' if causal else ''}{' ' + mask_kind if mask_kind else ''}"
+            label = (f"attention b{b} h{h}{f'/{hk}' if hk != h else ''} q{lq} k{lk} d{d}{' causal' if causal else ''}"
+                     f"{' ' + mask_kind if mask_kind else ''}")
             print(f"{label} {str(dtype)[6:]}: relative error {err:.2e} (bound {bound})")
             if err > bound:
                 raise SystemExit(f"{label} {dtype}: out of bounds")

@@ -563,15 +563,16 @@ __global__ void attention_kernel(const T* __restrict__ q, const T* __restrict__ 
 constexpr int kSplitWarps = 4;
 constexpr int64_t kSplitMinKeys = 128;  // keys a split takes at least
 constexpr int kSplitMaxSplits = 64;
-constexpr int64_t kSplitTargetBlocks = 512;  // a few blocks per SM
-constexpr int64_t kSplitDecodeQueries = 8;   // query rows per head that count as decode
+constexpr int64_t kSplitTargetBlocks = 2048;  // enough blocks in flight to hide the key rows' latency
+constexpr int64_t kSplitDecodeQueries = 8;    // query rows per head that count as decode
+constexpr int64_t kSplitLongRows = 256;       // from this many query rows on, only decode shapes split
 
 int attention_splits(const AttentionShape& s) {
   const int64_t rows = s.batch * s.q_heads * s.q_len;
   if (rows == 0 || s.kv_len < 2 * kSplitMinKeys || s.q_len > 65535) return 1;
   // Decode shapes (a few queries per head over a long cache) stay split at any batch: the split kernel skips
   // masked cache positions, the generic one reads every key.
-  if (rows >= kSplitTargetBlocks / 2 && s.q_len > kSplitDecodeQueries) return 1;
+  if (rows >= kSplitLongRows && s.q_len > kSplitDecodeQueries) return 1;
   const int64_t splits =
       std::min<int64_t>({(kSplitTargetBlocks + rows - 1) / rows, s.kv_len / kSplitMinKeys, kSplitMaxSplits});
   return static_cast<int>(std::max<int64_t>(splits, 2));
@@ -737,6 +738,23 @@ __device__ void tc_load_rows(T* dst, int ld, const T* src, int64_t stride, int r
   }
 }
 
+// Whether the mask keeps any key of tile [row0, row0 + kTcRows) x [j0, j0 + kTcKeys) of head (b, h); this
+// thread's share of the tile.
+template <typename T>
+__device__ bool tc_tile_kept(const void* __restrict__ mask, const AttentionShape& s, int64_t b, int64_t h, int64_t row0,
+                             int64_t j0) {
+  for (int t = threadIdx.x; t < kTcRows * kTcKeys; t += blockDim.x) {
+    const int64_t i = row0 + t / kTcKeys, j = j0 + t % kTcKeys;
+    if (i >= s.q_len || j >= s.kv_len || (s.causal && j > i)) continue;
+    const int64_t at = b * s.mask_strides[0] + h * s.mask_strides[1] + i * s.mask_strides[2] + j * s.mask_strides[3];
+    if (s.mask == AttentionMask::Bool ? static_cast<const bool*>(mask)[at]
+                                      : ld(static_cast<const T*>(mask)[at]) != -INFINITY) {
+      return true;
+    }
+  }
+  return false;
+}
+
 template <typename T>
 __device__ void attention_tc(const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__ v,
                              const void* __restrict__ mask, T* __restrict__ out, const AttentionShape& s) {
@@ -770,6 +788,9 @@ __device__ void attention_tc(const T* __restrict__ q, const T* __restrict__ k, c
   float m = -INFINITY, l = 0.f;
   const int64_t last = s.causal ? min(s.kv_len, row0 + kTcRows) : s.kv_len;
   for (int64_t j0 = 0; j0 < last; j0 += kTcKeys) {
+    // A tile the mask removes for every row of the block changes nothing: skipped unread (a static
+    // cache's unused positions, the keys after a causal chunk).
+    if (s.mask != AttentionMask::None && !__syncthreads_or(tc_tile_kept<T>(mask, s, b, h, row0, j0))) continue;
     __syncthreads();  // the previous tile is consumed (and, the first time, the queries are in)
     tc_load_rows(ks, L.kv_ld, kb + j0 * s.k_strides[2], s.k_strides[2], kTcKeys, s.kv_len - j0, e_dim);
     tc_load_rows(vs, L.v_ld, vb + j0 * s.v_strides[2], s.v_strides[2], kTcKeys, s.kv_len - j0, v_dim);

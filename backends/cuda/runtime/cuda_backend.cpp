@@ -185,6 +185,11 @@ class DeviceStateCopy final : public runtime::ProgramState::DeviceCopy {
     return ecuda::to_error(cudaMemcpy(host.data(), memory_.get(), bytes_, cudaMemcpyDeviceToHost),
                            "CudaBackend: program state download");
   }
+  Error zero(Span<const uint8_t>) override {
+    ET_TRY(ecuda::to_error(cudaDeviceSynchronize(), "CudaBackend: program state"));
+    ET_TRY(ecuda::to_error(cudaMemset(memory_.get(), 0, bytes_), "CudaBackend: program state reset"));
+    return ecuda::to_error(cudaDeviceSynchronize(), "CudaBackend: program state reset");  // before the next call
+  }
 
  private:
   explicit DeviceStateCopy(size_t bytes) : bytes_(bytes) {}

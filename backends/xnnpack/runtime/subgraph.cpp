@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include <executorch/backends/xnnpack/runtime/xnnpack_backend.h>
+#include <executorch/runtime/core/half.h>
 #include <executorch/runtime/core/log.h>
 #include <executorch/runtime/executor/data_loader.h>
 #include <executorch/runtime/executor/program.h>
@@ -42,9 +43,15 @@ std::vector<size_t> nhwc_dims(const Tensor& t) {
           static_cast<size_t>(t.size(1))};
 }
 
+// float32 tensors, and float16 ones: those are float32 values inside the subgraph, converted where
+// they enter or leave it (the arithmetic of a float16 program run on the CPU kernels).
+bool is_floating(runtime::ScalarType t) { return t == runtime::ScalarType::Float || t == runtime::ScalarType::Half; }
+
 bool is_float_tensor(const EValue* v) {
-  return v != nullptr && v->is_tensor() && v->to_tensor().scalar_type() == runtime::ScalarType::Float;
+  return v != nullptr && v->is_tensor() && is_floating(v->to_tensor().scalar_type());
 }
+
+bool is_half(const EValue* v) { return v->to_tensor().scalar_type() == runtime::ScalarType::Half; }
 
 bool is_number(const EValue* v) { return v != nullptr && (v->is_int() || v->is_double()); }
 
@@ -74,23 +81,52 @@ Error SubgraphBuilder::define_externals() {
   const size_t inputs = m_.num_inputs(), outputs = m_.num_outputs();
   for (size_t k = 0; k < inputs + outputs; ++k) {
     EValue* v = const_cast<EValue*>(k < inputs ? &m_.input(k) : &m_.get_output(k - inputs));
-    XNN_CHECK(is_float_tensor(v), "%s: the payload's %s %zu is not a float32 tensor", kXnnpackBackendName,
+    XNN_CHECK(is_float_tensor(v), "%s: the payload's %s %zu is not a float32 or float16 tensor", kXnnpackBackendName,
               k < inputs ? "input" : "output", k < inputs ? k : k - inputs);
     external_[v] = static_cast<uint32_t>(k);
-    if (k < inputs) {
-      ET_TRY_ASSIGN(held_[v].torch,
-                    define(dims_of(v->to_tensor()), nullptr, static_cast<uint32_t>(k), XNN_VALUE_FLAG_EXTERNAL_INPUT));
+    if (k >= inputs) continue;
+    const auto dims = dims_of(v->to_tensor());
+    ET_TRY_ASSIGN(const uint32_t id, define(dims, nullptr, static_cast<uint32_t>(k), XNN_VALUE_FLAG_EXTERNAL_INPUT,
+                                            is_half(v) ? xnn_datatype_fp16 : xnn_datatype_fp32));
+    if (!is_half(v)) {
+      held_[v].torch = id;
+      continue;
     }
+    ET_TRY_ASSIGN(held_[v].torch, define(dims));
+    ET_TRY(convert(id, held_[v].torch));
   }
   return Error::Ok;
 }
 
 Result<uint32_t> SubgraphBuilder::define(const std::vector<size_t>& dims, const void* data, uint32_t external,
-                                         uint32_t flags) {
+                                         uint32_t flags, xnn_datatype type) {
   uint32_t id = XNN_INVALID_VALUE_ID;
-  ET_TRY(status(xnn_define_tensor_value(s_, xnn_datatype_fp32, dims.size(), dims.data(), data, external, flags, &id),
+  ET_TRY(status(xnn_define_tensor_value(s_, type, dims.size(), dims.data(), data, external, flags, &id),
                 "xnn_define_tensor_value"));
   return id;
+}
+
+const float* SubgraphBuilder::floats(const EValue* v) {
+  const Tensor& t = v->to_tensor();
+  if (!is_half(v)) return static_cast<const float*>(t.const_data_ptr());
+  auto& converted = widened_[v];
+  if (converted == nullptr) {
+    const auto* h = static_cast<const uint16_t*>(t.const_data_ptr());
+    statics_.emplace_back(new float[static_cast<size_t>(t.numel())]);
+    for (size_t k = 0; k < static_cast<size_t>(t.numel()); ++k) statics_.back()[k] = runtime::half_to_float(h[k]);
+    converted = statics_.back().get();
+  }
+  return converted;
+}
+
+Error SubgraphBuilder::convert(uint32_t from, uint32_t to) {
+  return status(xnn_define_unary(s_, xnn_unary_convert, nullptr, from, to, 0), "convert");
+}
+
+Error SubgraphBuilder::finish() {
+  for (const auto& [from, to] : half_outputs_) ET_TRY(convert(from, to));
+  half_outputs_.clear();
+  return Error::Ok;
 }
 
 Result<uint32_t> SubgraphBuilder::constant(std::vector<float> data, const std::vector<size_t>& dims) {
@@ -103,7 +139,7 @@ Result<uint32_t> SubgraphBuilder::scalar(float value) { return constant({value},
 
 Error SubgraphBuilder::need_float(const EValue* v, const char* op) {
   XNN_CHECK(v != nullptr && v->is_tensor(), "%s %s: an operand is not a tensor", kXnnpackBackendName, op);
-  XNN_CHECK(v->to_tensor().scalar_type() == runtime::ScalarType::Float, "%s %s: %s tensors are not run (float32 only)",
+  XNN_CHECK(is_floating(v->to_tensor().scalar_type()), "%s %s: %s tensors are not run (float32 and float16 only)",
             kXnnpackBackendName, op, runtime::to_string(v->to_tensor().scalar_type()));
   return Error::Ok;
 }
@@ -124,7 +160,7 @@ Result<uint32_t> SubgraphBuilder::torch(EValue* v, const char* op) {
     return h.torch = id;
   }
   if (is_constant(v)) {
-    ET_TRY_ASSIGN(h.torch, define(dims_of(t), t.const_data_ptr()));
+    ET_TRY_ASSIGN(h.torch, define(dims_of(t), floats(v)));
     return h.torch;
   }
   // A value no earlier node wrote: only where the partitioner asks about single instructions.
@@ -141,7 +177,7 @@ Result<uint32_t> SubgraphBuilder::nhwc(EValue* v, const char* op) {
   if (held_nhwc(v)) return held_[v].nhwc;
   if (is_constant(v)) {  // repacked here, once
     const auto d = nhwc_dims(t);
-    const float* src = static_cast<const float*>(t.const_data_ptr());
+    const float* src = floats(v);
     std::vector<float> data(static_cast<size_t>(t.numel()));
     size_t k = 0;
     for (size_t n = 0; n < d[0]; ++n)
@@ -163,7 +199,14 @@ Result<uint32_t> SubgraphBuilder::output(EValue* v, bool channels_last, const ch
   Held& h = held_[v];
   const auto ext = external_.find(v);
   if (ext != external_.end()) {
-    ET_TRY_ASSIGN(h.torch, define(dims_of(t), nullptr, ext->second, XNN_VALUE_FLAG_EXTERNAL_OUTPUT));
+    if (is_half(v)) {  // written in float32, converted into the external value by finish()
+      ET_TRY_ASSIGN(const uint32_t half,
+                    define(dims_of(t), nullptr, ext->second, XNN_VALUE_FLAG_EXTERNAL_OUTPUT, xnn_datatype_fp16));
+      ET_TRY_ASSIGN(h.torch, define(dims_of(t)));
+      half_outputs_.emplace_back(h.torch, half);
+    } else {
+      ET_TRY_ASSIGN(h.torch, define(dims_of(t), nullptr, ext->second, XNN_VALUE_FLAG_EXTERNAL_OUTPUT));
+    }
     if (!channels_last) return h.torch;
     // Written channels-last, then transposed into the external value (written(), after the node).
     ET_TRY_ASSIGN(h.nhwc, define(nhwc_dims(t)));
@@ -247,6 +290,7 @@ Error SubgraphBuilder::node(size_t i) {
   if (op == "aten::addmm" && n == 6) return linear(a, true, name);
   if (op == "aten::mm" && n == 3) return is_constant(a[1]) ? linear(a, false, name) : matmul(a, name);
   if (op == "aten::bmm" && n == 3) return matmul(a, name);
+  if (op == "executorch::int8_linear" && n == 5) return int8_linear(a, name);
   if (op == "aten::convolution" && n == 10) return convolution(a, name);
   if (op == "aten::max_pool2d_with_indices" && n == 8) return pool(a, true, i, name);
   if (op == "aten::avg_pool2d" && n == 8) return pool(a, false, i, name);
@@ -261,6 +305,14 @@ Error SubgraphBuilder::node(size_t i) {
     return reshape(a[0], a[n - 1], name);
   }
   if (op == "aten::alias" && n == 2) return reshape(a[0], a[1], name);
+  // Between float32 and float16: the same float32 value inside the subgraph.
+  if (op == "aten::_to_copy" && n == 8) {
+    for (size_t k = 2; k < 7; ++k) {
+      XNN_CHECK(a[k]->is_none() || (a[k]->is_bool() && !a[k]->to_bool()), "%s %s: only a dtype conversion",
+                kXnnpackBackendName, name);
+    }
+    return reshape(a[0], a[7], name);
+  }
   if (op == "aten::permute" && n == 3) return permute(a, name);
   if (op == "aten::select.int" && n == 4) return slice(a, true, name);
   if (op == "aten::slice.Tensor" && n == 6) return slice(a, false, name);
@@ -400,10 +452,54 @@ Error SubgraphBuilder::linear(Span<EValue*> a, bool bias, const char* op) {
     const Tensor& bt = a[0]->to_tensor();
     XNN_CHECK(is_constant(a[0]) && bt.numel() == w->to_tensor().size(1),
               "%s %s: the bias must be a constant per output feature", kXnnpackBackendName, op);
-    ET_TRY_ASSIGN(b, define({static_cast<size_t>(bt.numel())}, bt.const_data_ptr()));
+    ET_TRY_ASSIGN(b, define({static_cast<size_t>(bt.numel())}, floats(a[0])));
   }
   ET_TRY_ASSIGN(const uint32_t y, output(a[a.size() - 1], false, op));
   return status(xnn_define_fully_connected(s_, -INFINITY, INFINITY, x, filter, b, y, XNN_FLAG_TRANSPOSE_WEIGHTS),
+                "xnn_define_fully_connected");
+}
+
+// int8_linear(x, weight, scale, bias, out): a fully connected node on the int8 weight [n, k] with its
+// per-output-feature scales (XNNPACK's channelwise int8), the activations quantized per row as it
+// runs (XNNPACK's quantization is asymmetric where the CPU kernel's is symmetric: the two agree
+// within the activations' int8 rounding). int8_weight_linear (float activations) stays with the CPU
+// kernels: this XNNPACK's float32-by-int8 product gave wrong results in our tests.
+Error SubgraphBuilder::int8_linear(Span<EValue*> a, const char* op) {
+  ET_TRY(need_float(a[0], op));
+  ET_TRY(need_float(a[4], op));
+  const EValue* w = a[1];
+  XNN_CHECK(w->is_tensor() && w->to_tensor().scalar_type() == runtime::ScalarType::Char && w->to_tensor().dim() == 2 &&
+                is_constant(w),
+            "%s %s: the weight must be a constant 2-D int8 tensor", kXnnpackBackendName, op);
+  const size_t n = static_cast<size_t>(w->to_tensor().size(0)), k = static_cast<size_t>(w->to_tensor().size(1));
+  XNN_CHECK(a[2]->is_tensor() && a[2]->to_tensor().scalar_type() == runtime::ScalarType::Float && is_constant(a[2]) &&
+                static_cast<size_t>(a[2]->to_tensor().numel()) == n,
+            "%s %s: one constant float32 scale per output feature", kXnnpackBackendName, op);
+  XNN_CHECK(a[3]->is_none() ||
+                (is_float_tensor(a[3]) && is_constant(a[3]) && static_cast<size_t>(a[3]->to_tensor().numel()) == n),
+            "%s %s: the bias must be a constant per output feature", kXnnpackBackendName, op);
+  const Tensor& x = a[0]->to_tensor();
+  XNN_CHECK(x.dim() >= 1 && static_cast<size_t>(x.size(x.dim() - 1)) == k, "%s %s: input features differ",
+            kXnnpackBackendName, op);
+  ET_TRY_ASSIGN(const uint32_t in, torch(a[0], op));
+  const auto dims = dims_of(x);
+  uint32_t q = XNN_INVALID_VALUE_ID;
+  ET_TRY(status(xnn_define_dynamically_quantized_tensor_value(s_, xnn_datatype_qdint8, dims.size(), 1, dims.data(),
+                                                              XNN_INVALID_VALUE_ID, 0, &q),
+                "xnn_define_dynamically_quantized_tensor_value"));
+  ET_TRY(convert(in, q));
+  uint32_t filter = XNN_INVALID_VALUE_ID;
+  const size_t wd[2] = {n, k};
+  ET_TRY(status(
+      xnn_define_channelwise_quantized_tensor_value(s_, xnn_datatype_qcint8, floats(a[2]), 2, 0, wd,
+                                                    w->to_tensor().const_data_ptr(), XNN_INVALID_VALUE_ID, 0, &filter),
+      "xnn_define_channelwise_quantized_tensor_value"));
+  uint32_t bias = XNN_INVALID_VALUE_ID;
+  if (a[3]->is_tensor()) {
+    ET_TRY_ASSIGN(bias, define({n}, floats(a[3])));
+  }
+  ET_TRY_ASSIGN(const uint32_t y, output(a[4], false, op));
+  return status(xnn_define_fully_connected(s_, -INFINITY, INFINITY, q, filter, bias, y, 0),
                 "xnn_define_fully_connected");
 }
 
@@ -465,7 +561,7 @@ Error SubgraphBuilder::convolution(Span<EValue*> a, const char* op) {
   }
   // OIHW -> OHWI
   std::vector<float> packed(O * I * KH * KW);
-  const float* src = static_cast<const float*>(w.const_data_ptr());
+  const float* src = floats(a[1]);
   for (size_t oc = 0; oc < O; ++oc)
     for (size_t ic = 0; ic < I; ++ic)
       for (size_t y = 0; y < KH; ++y)
@@ -476,7 +572,7 @@ Error SubgraphBuilder::convolution(Span<EValue*> a, const char* op) {
   if (a[2]->is_tensor()) {
     XNN_CHECK(a[2]->to_tensor().numel() == static_cast<int64_t>(O), "%s %s: one bias per output channel",
               kXnnpackBackendName, op);
-    ET_TRY_ASSIGN(bias, define({O}, a[2]->to_tensor().const_data_ptr()));
+    ET_TRY_ASSIGN(bias, define({O}, floats(a[2])));
   }
   uint32_t out;
   const size_t Lo = one_d ? static_cast<size_t>(o.size(2)) : 0;
@@ -922,7 +1018,7 @@ Error SubgraphBuilder::layer_norm(Span<EValue*> a, size_t i, const char* op) {
       int64_t count = 1;
       for (int64_t e : shape) count *= e;
       XNN_CHECK(p.numel() == count, "%s %s: weight or bias not of the normalized shape", kXnnpackBackendName, op);
-      ET_TRY_ASSIGN(other, define(pd, p.const_data_ptr()));
+      ET_TRY_ASSIGN(other, define(pd, floats(steps[j].second)));
     }
     uint32_t y;
     if (j + 1 == steps.size()) {

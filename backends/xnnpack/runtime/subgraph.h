@@ -23,8 +23,9 @@ namespace executorch {
 namespace backends {
 namespace xnnpack {
 
-// Builds the subgraph of a method: each float32 tensor an XNNPACK value (the method's inputs and
-// outputs external in `External` mode, its constants static), each instruction one or more nodes.
+// Builds the subgraph of a method: each float32 or float16 tensor an XNNPACK value, float32 inside
+// (the method's inputs and outputs external in `External` mode, float16 ones converted at the
+// boundary; its constants static), each instruction one or more nodes.
 //
 // Layout: torch's 4-D tensors are NCHW, XNNPACK's convolutions and pools NHWC. A value is held in
 // either layout (or both); a node that needs the other gets a transpose, made once per value, and
@@ -43,7 +44,7 @@ class SubgraphBuilder {
   runtime::Error define_externals();
   // The nodes of instruction `i`.
   runtime::Error node(size_t i);
-  // External mode: outputs held channels-last are transposed into their external values.
+  // External mode: float16 outputs converted from the float32 values the nodes wrote.
   runtime::Error finish();
 
  private:
@@ -53,7 +54,12 @@ class SubgraphBuilder {
   };
 
   runtime::Result<uint32_t> define(const std::vector<size_t>& dims, const void* data = nullptr,
-                                   uint32_t external = XNN_INVALID_VALUE_ID, uint32_t flags = 0);
+                                   uint32_t external = XNN_INVALID_VALUE_ID, uint32_t flags = 0,
+                                   xnn_datatype type = xnn_datatype_fp32);
+  // Constant `v`'s elements as float32 (float16 ones converted once, kept with the statics).
+  const float* floats(const runtime::EValue* v);
+  // A node converting value `from` into `to` (float32 and float16; float32 to dynamically quantized int8).
+  runtime::Error convert(uint32_t from, uint32_t to);
   runtime::Result<uint32_t> scalar(float value);
   runtime::Result<uint32_t> constant(std::vector<float> data, const std::vector<size_t>& dims);
   runtime::Error need_float(const runtime::EValue* v, const char* op);
@@ -81,6 +87,7 @@ class SubgraphBuilder {
                                const char* op);
   runtime::Error linear(runtime::Span<runtime::EValue*> a, bool bias, const char* op);
   runtime::Error matmul(runtime::Span<runtime::EValue*> a, const char* op);
+  runtime::Error int8_linear(runtime::Span<runtime::EValue*> a, const char* op);
   runtime::Error convolution(runtime::Span<runtime::EValue*> a, const char* op);
   runtime::Error pool(runtime::Span<runtime::EValue*> a, bool is_max, size_t i, const char* op);
   runtime::Error mean(runtime::Span<runtime::EValue*> a, const char* op);
@@ -114,8 +121,10 @@ class SubgraphBuilder {
   std::unordered_map<const runtime::EValue*, uint32_t> external_;
   std::unordered_map<const runtime::EValue*, Held> held_;
   std::unordered_set<const runtime::EValue*> constants_;
-  std::unordered_set<const runtime::EValue*> outputs_;            // the method's
-  std::unordered_set<const runtime::EValue*> transpose_pending_;  // see output()
+  std::unordered_set<const runtime::EValue*> outputs_;                // the method's
+  std::unordered_set<const runtime::EValue*> transpose_pending_;      // see output()
+  std::vector<std::pair<uint32_t, uint32_t>> half_outputs_;           // (float32 value, float16 external)
+  std::unordered_map<const runtime::EValue*, const float*> widened_;  // see floats()
 };
 
 }  // namespace xnnpack

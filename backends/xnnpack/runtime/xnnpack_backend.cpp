@@ -84,7 +84,7 @@ Error build_subgraph(Delegate& d) {
     d.externals.push_back(&const_cast<EValue&>(m.get_output(k)).to_tensor());
   }
   for (size_t i = 0; i < m.num_instructions(); ++i) ET_TRY(builder.node(i));
-  return Error::Ok;
+  return builder.finish();
 }
 
 // The runtime of `d` on the pool as it is now (made again where the pool was replaced).

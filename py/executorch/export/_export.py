@@ -541,8 +541,11 @@ def _lower(ep: torch.export.ExportedProgram, name: str, supported: set[str], wid
                     else f for m, f in zip(metas, finals)]
             env[node] = finals[0] if isinstance(meta, torch.Tensor) else finals
             low.plan.instructions.append(KernelCall(op_index, args + outs, len(outs)))
-            for o, f in zip(outs, finals):
-                if o != f:  # back to the program's dtype
+            # Back to the program's dtype: the outputs something reads (a norm's unread statistics stay).
+            read = ({0} if isinstance(meta, torch.Tensor) else
+                    {u.args[1] for u in node.users if u.target is operator.getitem})
+            for k, (o, f) in enumerate(zip(outs, finals)):
+                if o != f and k in read:
                     low.copy_into(o, f)
         elif node.op == "output":
             results = node.args[0]
@@ -611,9 +614,10 @@ def export(
 
     backend="cuda" delegates every run of operators CudaBackend implements (float32) to it; the
     rest stays with the CPU kernels. Such a program needs a CUDA device where it is loaded.
-    backend="xnnpack" delegates what XnnpackBackend runs (float32 convolutions, linear layers,
-    pooling, activations, elementwise operators, softmax, concatenation, padding, resizing, means,
-    layer norm and attention) to XNNPACK on the CPU. backend=["cuda", "xnnpack"] gives each operator
+    backend="xnnpack" delegates what XnnpackBackend runs (convolutions, linear layers, pooling,
+    activations, elementwise operators, softmax, concatenation, padding, resizing, means, layer norm
+    and attention, in float32; float16 programs too, converted to float32 where tensors enter the
+    subgraph and back where they leave) to XNNPACK on the CPU. backend=["cuda", "xnnpack"] gives each operator
     to the first of the two that runs it.
     cuda_archs (e.g. ["sm_90", "compute_90"]) restricts it to devices of those architectures
     (real code) or newer (PTX); loading elsewhere fails with an error naming both.
@@ -756,7 +760,8 @@ def _decomposed(ep: torch.export.ExportedProgram,
         ep = ep.run_decompositions(_decompositions())
         names = backends_of(backend)
         simplify(ep, for_device="cuda" in names, additive_masks="xnnpack" in names)
-        _fusions.fuse(ep.graph)
+        # XnnpackBackend's attention takes as many key/value heads as query heads.
+        _fusions.fuse(ep.graph, grouped_attention="xnnpack" not in names)
     return ep
 
 

@@ -7,7 +7,9 @@ norms per layer, each reading the row again. `executorch::rms_norm` is one pass.
 embedding (`q * cos + rotate_half(q) * sin`) is two slices, a negation, a concatenation, two
 products and a sum for each of the query and the key; `executorch::rope` is one. The torch
 implementations below are the references the runtime's kernels follow (docs/program_format.md
-states the arithmetic).
+states the arithmetic). Grouped-query attention (Llama, Mistral, Qwen2) repeats each key/value head
+for its queries (`repeat_kv`: an expand and a copy of the whole cache, per layer and step) before
+attention; the attention kernels read a shared head themselves (enable_gqa), so the copy is dropped.
 """
 
 from __future__ import annotations
@@ -158,8 +160,52 @@ def _rope_at(cat: torch.fx.Node) -> _Found | None:
     return total, torch.ops.executorch.rope.default, (x, cos, sin)
 
 
-def fuse(graph: torch.fx.Graph) -> None:
-    """Each decomposed RMS norm and rotary embedding in `graph` as one operator."""
+def _repeated_heads(n: object) -> tuple[torch.fx.Node, int] | None:
+    """(x, r) where `n` is transformers' repeat_kv of x [B, H, S, D]: each head repeated r times in a
+    row, unsqueeze(2), expand to [B, H, r, S, D], copy and view as [B, H * r, S, D]. None otherwise."""
+    if not (_call(n, aten.view.default) or _call(n, aten._unsafe_view.default) or _call(n, aten.reshape.default)):
+        return None
+    inner = n.args[0]
+    if _call(inner, aten.clone.default) and inner.kwargs.get("memory_format", torch.contiguous_format) in (
+            torch.contiguous_format, torch.preserve_format):
+        inner = inner.args[0]
+    if not _call(inner, aten.expand.default) or not _call(inner.args[0], aten.unsqueeze.default):
+        return None
+    x, dim = inner.args[0].args
+    shape, expanded, out = _shape(x), _shape(inner), _shape(n)
+    if not isinstance(x, torch.fx.Node) or shape is None or expanded is None or out is None or len(shape) != 4 \
+            or dim != 2 or len(expanded) != 5:
+        return None
+    b, h, s_len, d = shape
+    r = expanded[2]
+    if expanded != [b, h, r, s_len, d] or out != [b, h * r, s_len, d] or r < 1:
+        return None
+    return x, r
+
+
+def _grouped_attention(sdpa: torch.fx.Node) -> bool:
+    """Where attention's key and value are both repeat_kv of fewer heads (the same number of times),
+    reads those heads instead with enable_gqa: the repeated copies are never made. Whether it did."""
+    if not _call(sdpa, aten.scaled_dot_product_attention.default) or len(sdpa.args) < 3:
+        return False
+    args, kwargs = list(sdpa.args), dict(sdpa.kwargs)
+    if (args[7] if len(args) > 7 else kwargs.get("enable_gqa", False)) is not False:
+        return False
+    key, value = _repeated_heads(args[1]), _repeated_heads(args[2])
+    if key is None or value is None or key[1] != value[1] or key[1] == 1:
+        return False
+    args[1], args[2] = key[0], value[0]
+    if len(args) > 7:
+        args[7] = True
+    else:
+        kwargs["enable_gqa"] = True
+    sdpa.args, sdpa.kwargs = tuple(args), kwargs
+    return True
+
+
+def fuse(graph: torch.fx.Graph, grouped_attention: bool = True) -> None:
+    """Each decomposed RMS norm and rotary embedding in `graph` as one operator; attention over
+    repeated key/value heads reading the heads once (`grouped_attention`)."""
     for n in list(graph.nodes):  # dtype assertions (which lowering skips) would read the patterns' values
         if _call(n, aten._assert_tensor_metadata.default):
             graph.erase_node(n)
@@ -172,4 +218,7 @@ def fuse(graph: torch.fx.Graph) -> None:
             fused = graph.call_function(target, args)
         fused.meta["val"] = torch.empty(_shape(last), dtype=args[0].meta["val"].dtype, device="meta")
         last.replace_all_uses_with(fused)
+    if grouped_attention:
+        for n in list(graph.nodes):
+            _grouped_attention(n)
     graph.eliminate_dead_code()
