@@ -305,11 +305,19 @@ Error SubgraphBuilder::node(size_t i) {
     return reshape(a[0], a[n - 1], name);
   }
   if (op == "aten::alias" && n == 2) return reshape(a[0], a[1], name);
-  // Between float32 and float16: the same float32 value inside the subgraph.
+  // Between float32 and float16: the same float32 value inside the subgraph, in the layouts it is
+  // held in (a float16 program converts around every operator; a channels-last value stays so).
   if (op == "aten::_to_copy" && n == 8) {
     for (size_t k = 2; k < 7; ++k) {
       XNN_CHECK(a[k]->is_none() || (a[k]->is_bool() && !a[k]->to_bool()), "%s %s: only a dtype conversion",
                 kXnnpackBackendName, name);
+    }
+    ET_TRY(need_float(a[0], name));
+    ET_TRY(need_float(a[7], name));
+    if (held_nhwc(a[0]) && !external_.count(a[7]) && runtime::same_shape(a[0]->to_tensor(), a[7]->to_tensor())) {
+      const Held h = held_[a[0]];
+      held_[a[7]] = h;
+      return Error::Ok;
     }
     return reshape(a[0], a[7], name);
   }
