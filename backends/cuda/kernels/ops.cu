@@ -481,6 +481,15 @@ __global__ void softmax_kernel(const T* __restrict__ x, T* __restrict__ y, int64
 constexpr int kAttentionKeys = 32;
 constexpr int kAttentionSlots = kMaxAttentionHeadDim / 32;  // output elements per lane
 
+// `score` after the attention mask's element `at`: removed (-inf) where a bool mask is false, plus
+// an additive mask's value; unchanged without a mask.
+template <typename T>
+__device__ float masked(float score, const void* __restrict__ mask, AttentionMask kind, int64_t at) {
+  if (kind == AttentionMask::Bool && !static_cast<const bool*>(mask)[at]) return -INFINITY;
+  if (kind == AttentionMask::Additive) return score + ld(static_cast<const T*>(mask)[at]);
+  return score;
+}
+
 template <typename T>
 __global__ void attention_kernel(const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__ v,
                                  const void* __restrict__ mask, T* __restrict__ out, AttentionShape s) {
@@ -522,10 +531,7 @@ __global__ void attention_kernel(const T* __restrict__ q, const T* __restrict__ 
       const float* kj = keys + lane * (e_dim + 1);
       float dot = 0.f;
       for (int e = 0; e < e_dim; ++e) dot += qi[e] * kj[e];
-      score = dot;
-      const int64_t at = mask_row + j * s.mask_strides[3];
-      if (s.mask == AttentionMask::Bool && !static_cast<const bool*>(mask)[at]) score = -INFINITY;
-      if (s.mask == AttentionMask::Additive) score += ld(static_cast<const T*>(mask)[at]);
+      score = masked<T>(dot, mask, s.mask, mask_row + j * s.mask_strides[3]);
     }
     const float next = fmaxf(m, warp_max(score));
     if (next == -INFINITY) continue;    // nothing attended yet (the same for the whole warp)
@@ -622,10 +628,7 @@ __global__ void attention_split_kernel(const T* __restrict__ q, const T* __restr
     const int64_t j = j0 + lane;
     float score = -INFINITY;
     if (j < end) {
-      const int64_t at = mask_row + j * s.mask_strides[3];
-      float bias = 0.f;
-      if (s.mask == AttentionMask::Bool && !static_cast<const bool*>(mask)[at]) bias = -INFINITY;
-      if (s.mask == AttentionMask::Additive) bias = ld(static_cast<const T*>(mask)[at]);
+      const float bias = masked<T>(0.f, mask, s.mask, mask_row + j * s.mask_strides[3]);
       if (bias != -INFINITY) score = key_dot(qs, kb + j * s.k_strides[2], e_dim, vector) + bias;
     }
     const float next = fmaxf(m, warp_max(score));
@@ -747,10 +750,7 @@ __device__ bool tc_tile_kept(const void* __restrict__ mask, const AttentionShape
     const int64_t i = row0 + t / kTcKeys, j = j0 + t % kTcKeys;
     if (i >= s.q_len || j >= s.kv_len || (s.causal && j > i)) continue;
     const int64_t at = b * s.mask_strides[0] + h * s.mask_strides[1] + i * s.mask_strides[2] + j * s.mask_strides[3];
-    if (s.mask == AttentionMask::Bool ? static_cast<const bool*>(mask)[at]
-                                      : ld(static_cast<const T*>(mask)[at]) != -INFINITY) {
-      return true;
-    }
+    if (masked<T>(0.f, mask, s.mask, at) != -INFINITY) return true;
   }
   return false;
 }
@@ -819,9 +819,7 @@ __device__ void attention_tc(const T* __restrict__ q, const T* __restrict__ k, c
       if (!row_valid || j >= s.kv_len || (s.causal && j > i)) {
         score = -INFINITY;
       } else {
-        const int64_t at = mask_row + j * s.mask_strides[3];
-        if (s.mask == AttentionMask::Bool && !static_cast<const bool*>(mask)[at]) score = -INFINITY;
-        if (s.mask == AttentionMask::Additive) score += ld(static_cast<const T*>(mask)[at]);
+        score = masked<T>(score, mask, s.mask, mask_row + j * s.mask_strides[3]);
       }
       p[c] = score;
       tile_max = fmaxf(tile_max, score);

@@ -183,24 +183,23 @@ def _repeated_heads(n: object) -> tuple[torch.fx.Node, int] | None:
     return x, r
 
 
-def _grouped_attention(sdpa: torch.fx.Node) -> bool:
+def _grouped_attention(sdpa: torch.fx.Node) -> None:
     """Where attention's key and value are both repeat_kv of fewer heads (the same number of times),
-    reads those heads instead with enable_gqa: the repeated copies are never made. Whether it did."""
+    reads those heads instead with enable_gqa: the repeated copies are never made."""
     if not _call(sdpa, aten.scaled_dot_product_attention.default) or len(sdpa.args) < 3:
-        return False
+        return
     args, kwargs = list(sdpa.args), dict(sdpa.kwargs)
     if (args[7] if len(args) > 7 else kwargs.get("enable_gqa", False)) is not False:
-        return False
+        return
     key, value = _repeated_heads(args[1]), _repeated_heads(args[2])
     if key is None or value is None or key[1] != value[1] or key[1] == 1:
-        return False
+        return
     args[1], args[2] = key[0], value[0]
     if len(args) > 7:
         args[7] = True
     else:
         kwargs["enable_gqa"] = True
     sdpa.args, sdpa.kwargs = tuple(args), kwargs
-    return True
 
 
 def fuse(graph: torch.fx.Graph, grouped_attention: bool = True) -> None:

@@ -181,12 +181,11 @@ class _DeviceSteps:
             self.generator.seed()
 
     def inputs(self, tokens: list[int], position: int) -> list[Any]:
-        if tokens == self.fed:
-            pass
-        elif len(tokens) == 1:
-            self.token.fill_(tokens[0])
-        else:
-            self.token.copy_(self.torch.tensor(tokens, dtype=self.torch.int64).view(-1, 1))
+        if tokens != self.fed:  # else pick() has written them on the device already
+            if len(tokens) == 1:
+                self.token.fill_(tokens[0])
+            else:
+                self.token.copy_(self.torch.tensor(tokens, dtype=self.torch.int64).view(-1, 1))
         self.position.fill_(position)
         return [self.token, self.position]
 
