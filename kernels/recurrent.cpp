@@ -1,7 +1,9 @@
 // The gate arithmetic of one LSTM or GRU time step, from its gate pre-activations (the exporter
-// writes each step of nn.LSTM / nn.GRU as a matrix product and one of these). float32 tensors;
-// the exporter widens half-precision programs for the CPU. docs/program_format.md states the
-// arithmetic, which CudaBackend's kernels share.
+// writes each step of nn.LSTM / nn.GRU as a matrix product and one of these), and whole layers
+// (lstm_layer, gru_layer: what programs for CudaBackend hold, run here where a payload runs on the
+// CPU). float32 tensors; the exporter widens half-precision programs for the CPU.
+// docs/program_format.md states the arithmetic, which CudaBackend's kernels share.
+#include <algorithm>
 #include <cmath>
 
 #include <executorch/kernels/kernel_util.h>
@@ -83,9 +85,87 @@ Error gru_cell(KernelRuntimeContext&, Args args) {
   return Error::Ok;
 }
 
+// lstm_layer(gates [T, B, 4H], w_hh [4H, H], b_hh [4H]?, h0 [B, H], c0 [B, H], reverse) -> (y [T, B, H],
+// h_n, c_n) and gru_layer(gates [T, B, 3H], w_hh [3H, H], b_hh [3H]?, h0, reverse) -> (y, h_n): every
+// step's hidden gates h W_hh^T + b_hh, then the cell above, backwards in time where `reverse`.
+Error recurrent_layer(Args args, bool lstm) {
+  const char* op = lstm ? "executorch::lstm_layer" : "executorch::gru_layer";
+  const int64_t gates = lstm ? 4 : 3;
+  const size_t first_output = lstm ? 6 : 5;
+  Tensor *x = nullptr, *w = nullptr, *b = nullptr, *h0 = nullptr, *c0 = nullptr, *y = nullptr, *hn = nullptr,
+         *cn = nullptr;
+  int64_t reverse = 0;
+  ET_TRY(read_args(args, op, first_output + (lstm ? 3 : 2), at(0, &x), at(1, &w), optional_at(2, &b), at(3, &h0),
+                   at(first_output - 1, &reverse), at(first_output, &y), at(first_output + 1, &hn)));
+  if (lstm) ET_TRY(read_args(args, op, 9, at(4, &c0), at(8, &cn)));
+  for (const Tensor* t : {x, w, b, h0, c0, y, hn, cn}) {
+    if (t != nullptr) ET_TRY(check_dtype(*t, ScalarType::Float, op, "a tensor"));
+  }
+  KCHECK(h0->dim() == 2, "%s: the initial hidden state must be 2-D [batch, hidden]", op);
+  const int64_t rows = h0->size(0), h = h0->size(1);
+  KCHECK(x->dim() == 3 && x->size(1) == rows && x->size(2) == gates * h, "%s: gates must be [steps, %lld, %lld]", op,
+         static_cast<long long>(rows), static_cast<long long>(gates * h));
+  const int64_t steps = x->size(0);
+  KCHECK(w->dim() == 2 && w->size(0) == gates * h && w->size(1) == h, "%s: w_hh must be [%lld, %lld]", op,
+         static_cast<long long>(gates * h), static_cast<long long>(h));
+  if (b != nullptr) ET_TRY(check_numel(*b, gates * h, op, "b_hh"));
+  KCHECK(y->dim() == 3 && y->size(0) == steps && y->size(1) == rows && y->size(2) == h,
+         "%s: the output must be [steps, batch, hidden]", op);
+  for (const Tensor* t : {c0, hn, cn}) {
+    KCHECK(t == nullptr || runtime::same_shape(*t, *h0), "%s: states must be shaped like the initial hidden state", op);
+  }
+  const float* wd = w->data_ptr<float>();
+  const float* bd = b != nullptr ? b->data_ptr<float>() : nullptr;
+  const int64_t step_size = rows * h;
+  for (int64_t s = 0; s < steps; ++s) {
+    const int64_t t = reverse ? steps - 1 - s : s;
+    const float* prev = s == 0 ? h0->data_ptr<float>() : y->data_ptr<float>() + (reverse ? t + 1 : t - 1) * step_size;
+    const float* c_prev = !lstm ? nullptr : s == 0 ? c0->data_ptr<float>() : cn->data_ptr<float>();
+    const float* xg = x->data_ptr<float>() + t * rows * gates * h;
+    float* out = y->data_ptr<float>() + t * step_size;
+    for (int64_t r = 0; r < rows; ++r) {
+      const float* hp = prev + r * h;
+      for (int64_t j = 0; j < h; ++j) {
+        float a[4];  // this unit's gates: input projection plus hidden projection
+        float hg[4];
+        for (int64_t g = 0; g < gates; ++g) {
+          const float* row = wd + (g * h + j) * h;
+          float dot = bd != nullptr ? bd[g * h + j] : 0.f;
+          for (int64_t k = 0; k < h; ++k) dot += hp[k] * row[k];
+          hg[g] = dot;
+          a[g] = xg[r * gates * h + g * h + j] + dot;
+        }
+        const int64_t i = r * h + j;
+        if (lstm) {
+          const float c = sigmoid(a[1]) * c_prev[i] + sigmoid(a[0]) * std::tanh(a[2]);
+          cn->data_ptr<float>()[i] = c;
+          out[i] = sigmoid(a[3]) * std::tanh(c);
+        } else {
+          const float z = sigmoid(a[1]);
+          const float n = std::tanh(xg[r * gates * h + 2 * h + j] + sigmoid(a[0]) * hg[2]);
+          out[i] = (1.f - z) * n + z * hp[j];
+        }
+      }
+    }
+  }
+  if (steps > 0) {
+    const float* last = y->data_ptr<float>() + (reverse ? 0 : steps - 1) * step_size;
+    std::copy(last, last + step_size, hn->data_ptr<float>());
+  } else {
+    std::copy(h0->data_ptr<float>(), h0->data_ptr<float>() + step_size, hn->data_ptr<float>());
+    if (lstm) std::copy(c0->data_ptr<float>(), c0->data_ptr<float>() + step_size, cn->data_ptr<float>());
+  }
+  return Error::Ok;
+}
+
+Error lstm_layer(KernelRuntimeContext&, Args args) { return recurrent_layer(args, true); }
+Error gru_layer(KernelRuntimeContext&, Args args) { return recurrent_layer(args, false); }
+
 const runtime::Kernel kKernels[] = {
     {"executorch::lstm_cell", lstm_cell},
     {"executorch::gru_cell", gru_cell},
+    {"executorch::lstm_layer", lstm_layer},
+    {"executorch::gru_layer", gru_layer},
 };
 
 const bool registered = runtime::register_kernels({kKernels, sizeof(kKernels) / sizeof(kKernels[0])}) == Error::Ok;

@@ -188,10 +188,12 @@ const runtime::KernelSignature kSignatures[] = {
     {"aten::view", "NI>T"},
     {"aten::where.self", "NNN>T"},
     {"executorch::gru_cell", "NNN>T"},
+    {"executorch::gru_layer", "NNtNi>TT"},
     {"executorch::int4_linear", "NNNit>T"},
     {"executorch::int8_linear", "NNNt>T"},
     {"executorch::int8_weight_linear", "NNNt>T"},
     {"executorch::lstm_cell", "NNN>TT"},
+    {"executorch::lstm_layer", "NNtNNi>TTT"},
     {"executorch::rms_norm", "NNd>T"},
     {"executorch::rope", "NNN>T"},
 };

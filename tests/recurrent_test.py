@@ -1,5 +1,6 @@
 """nn.LSTM and nn.GRU exported as one input projection per layer and direction, then per time step a
-matrix product and one executorch::lstm_cell / gru_cell call (docs/program_format.md): every
+matrix product and one executorch::lstm_cell / gru_cell call, or for CudaBackend one
+executorch::lstm_layer / gru_layer per layer and direction (docs/program_format.md): every
 configuration nn.LSTM and nn.GRU take, against torch, on the CPU kernels and as CudaBackend payloads
 (which run on the CPU runtime here and on a GPU in tools/gpu/ops_check.py)."""
 
@@ -142,7 +143,7 @@ def test_half_precision_programs_match_torch_in_float32(name: str, dtype: torch.
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16], ids=str)
-@pytest.mark.parametrize("name", ["lstm_2_layers_bidirectional_batch_first", "lstm_projected", "gru_initial_state"])
+@pytest.mark.parametrize("name", sorted(CASES))
 def test_cuda_export_is_one_payload_that_matches_torch(name: str, dtype: torch.dtype) -> None:
     model, inputs = build(name)
     with torch.no_grad():
@@ -152,12 +153,17 @@ def test_cuda_export_is_one_payload_that_matches_torch(name: str, dtype: torch.d
     assert isinstance(call, DelegateCall) and spec.metadata["cuda_delegate_calls"] == "1"
     payload = spec.segments[spec.plans[0].delegates[call.delegate_index].segment]
     ops = operators(deserialize(payload).plans[0])
-    assert sum(op.endswith("_cell") for op in ops) == cell_calls(model, inputs), ops
-    # Each layer's and direction's steps are written where torch.stack puts them (where every
-    # step's bytes are a multiple of 16, as tensors start 16-byte aligned: float32 here).
     rnn = model.rnn
-    if dtype == torch.float32:
-        assert stacks_in_place(deserialize(payload).plans[0]) >= rnn.num_layers * (2 if rnn.bidirectional else 1)
+    directions = rnn.num_layers * (2 if rnn.bidirectional else 1)
+    if rnn.proj_size:  # a cell per step
+        assert sum(op.endswith("_cell") for op in ops) == cell_calls(model, inputs), ops
+        # The steps are written where torch.stack puts them, where a step's bytes keep each piece
+        # 16-byte aligned (tensors start so): here the first stack's at least (60-byte steps).
+        if dtype == torch.float32:
+            assert stacks_in_place(deserialize(payload).plans[0]) >= 1
+    else:  # one operator per layer and direction
+        layer = "executorch::lstm_layer" if rnn.mode == "LSTM" else "executorch::gru_layer"
+        assert ops.count(layer) == directions and not any(op.endswith("_cell") for op in ops), ops
     if dtype != torch.float32:  # the payload's tensors are of the program's dtype; the CPU runs them widened
         return
     # The payload's inputs and outputs, in the order the call hands them over and back.

@@ -17,7 +17,7 @@ in and out of Method.execute.
 - MaskOps: transformers' attention masks (index.Tensor, bitwise and/or, integer casts);
 - IntegerOps: RoBERTa's and CLIP's integer positions (compares, cumsum, gather, argmax);
 - Volumes: 3-D convolutions through cuDNN (grouped, strided, dilated, factored);
-- LSTM, GRU: stacked bidirectional recurrences, a matrix product and a cell kernel per step;
+- LSTM, GRU: stacked bidirectional recurrences, one kernel per layer (one per step where wide);
 - TF32: float32 convolutions exported with tf32_convolutions=True are computed in TF32 (they differ
   from the IEEE ones, within TF32's error), and IEEE again without it.
 
@@ -212,7 +212,23 @@ class Sequence(torch.nn.Module):
         return self.inner(x)[0]
 
 
+class WideSequence(torch.nn.Module):
+    """A recurrent layer too wide for one thread block (one kernel per step), returning the
+    sequence and the final states summed into one output."""
+
+    def __init__(self, cell: str) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.rnn = getattr(torch.nn, cell)(16, 256, batch_first=True, bidirectional=True)
+
+    def forward(self, x):
+        y, state = self.rnn(x)
+        final = sum(s.sum() for s in (state if isinstance(state, tuple) else (state,)))
+        return y + final
+
+
 for cell in ("LSTM", "GRU"):
     check_dtypes(cell, Sequence(cell).eval(), torch.randn(3, 5, 8))
+    check_dtypes(f"wide {cell}", WideSequence(cell).eval(), torch.randn(2, 7, 16))
 check_device_tensors()
 check_tf32()

@@ -1335,6 +1335,59 @@ __global__ void recurrent_cell_kernel(bool lstm, const T* xg, const T* hg, const
   }
 }
 
+// Steps [first, first + count) of a recurrent layer: one warp per (row, unit), its lanes splitting
+// the hidden gates' dot products; lane 0 applies the cell. Between steps (count > 1: one block
+// runs them all) a block barrier makes each step's hidden state visible to the next.
+template <typename T>
+__global__ void __launch_bounds__(1024) recurrent_layer_kernel(RecurrentLayer<T> p, int64_t first, int64_t count) {
+  const int lane = threadIdx.x & 31;
+  const int64_t warps = (static_cast<int64_t>(gridDim.x) * blockDim.x) >> 5;
+  const int gates = p.lstm ? 4 : 3;
+  const int64_t units = p.units, items = p.rows * units;
+  auto sigmoid = [](float v) { return 1.f / (1.f + expf(-v)); };
+  for (int64_t s = first; s < first + count; ++s) {
+    const int64_t t = p.reverse ? p.steps - 1 - s : s;
+    const T* prev = s == 0 ? p.h0 : p.y + (p.reverse ? t + 1 : t - 1) * items;
+    const T* c_prev = s == 0 ? p.c0 : p.c_n;
+    for (int64_t item = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) >> 5; item < items;
+         item += warps) {
+      const int64_t b = item / units, j = item - b * units;
+      const T* h = prev + b * units;
+      float acc[4] = {};
+      for (int64_t k = lane; k < units; k += 32) {
+        const float hk = ld(h[k]);
+#pragma unroll
+        for (int g = 0; g < 4; ++g) {
+          if (g < gates) acc[g] += hk * ld(p.weight[(g * units + j) * units + k]);
+        }
+      }
+#pragma unroll
+      for (int g = 0; g < 4; ++g) acc[g] = warp_sum(acc[g]);
+      if (lane != 0) continue;
+      const T* x = p.gates + (t * p.rows + b) * gates * units + j;
+      float hg[4], a[4];
+#pragma unroll
+      for (int g = 0; g < 4; ++g) {
+        if (g >= gates) continue;
+        hg[g] = ld(st<T>(acc[g] + (p.bias != nullptr ? ld(p.bias[g * units + j]) : 0.f)));
+        a[g] = ld(x[g * units]) + hg[g];
+      }
+      T out;
+      if (p.lstm) {
+        const float c = sigmoid(a[1]) * ld(c_prev[item]) + sigmoid(a[0]) * tanhf(a[2]);
+        p.c_n[item] = st<T>(c);
+        out = st<T>(sigmoid(a[3]) * tanhf(c));
+      } else {
+        const float z = sigmoid(a[1]), n = tanhf(ld(x[2 * units]) + sigmoid(a[0]) * hg[2]);
+        out = st<T>((1.f - z) * n + z * ld(h[j]));
+      }
+      p.y[t * items + item] = out;
+      if (s == p.steps - 1) p.h_n[item] = out;
+    }
+    if (count > 1) __syncthreads();
+  }
+}
+
 }  // namespace
 
 cudaError_t launch_compare_integer(Compare op, const void* x, ElementType type, bool integral_scalar, int64_t integer,
@@ -1415,6 +1468,28 @@ cudaError_t launch_recurrent_cell(bool lstm, const T* input_gates, const T* hidd
   recurrent_cell_kernel<<<blocks_for(total), kThreads, 0, stream>>>(lstm, input_gates, hidden_gates, state, hidden,
                                                                     cell, width, total);
   return cudaGetLastError();
+}
+
+// Multiply-adds per step up to which one block of 1024 threads runs every step: above it a step's
+// kernel spread over the device finishes sooner than one block, launch included.
+constexpr int64_t kOneBlockRecurrentWork = int64_t{1} << 18;
+
+template <typename T>
+cudaError_t launch_recurrent_layer(const RecurrentLayer<T>& p, cudaStream_t stream) {
+  const int64_t items = p.rows * p.units;
+  if (p.steps <= 0 || items == 0) return p.steps < 0 ? cudaErrorInvalidValue : cudaSuccess;
+  if (items * (p.lstm ? 4 : 3) * p.units <= kOneBlockRecurrentWork) {
+    recurrent_layer_kernel<<<1, 1024, 0, stream>>>(p, 0, p.steps);
+    return cudaGetLastError();
+  }
+  const int64_t warps = kThreads / 32;
+  const unsigned blocks = static_cast<unsigned>(std::min<int64_t>((items + warps - 1) / warps, 8192));
+  for (int64_t s = 0; s < p.steps; ++s) {
+    recurrent_layer_kernel<<<blocks, kThreads, 0, stream>>>(p, s, 1);
+    const cudaError_t e = cudaGetLastError();
+    if (e != cudaSuccess) return e;
+  }
+  return cudaSuccess;
 }
 
 cudaError_t kernels_loadable() {
@@ -1816,6 +1891,7 @@ cudaError_t launch_row_reduce(const T* x, T* y, int64_t rows, int64_t cols, bool
   template cudaError_t launch_row_reduce<T>(const T*, T*, int64_t, int64_t, bool, cudaStream_t);                      \
   template cudaError_t launch_recurrent_cell<T>(bool, const T*, const T*, const T*, T*, T*, int64_t, int64_t,         \
                                                 cudaStream_t);                                                        \
+  template cudaError_t launch_recurrent_layer<T>(const RecurrentLayer<T>&, cudaStream_t);                             \
   template cudaError_t launch_pixel_reduce<T>(const T*, T*, float*, int64_t, int64_t, int64_t, bool, cudaStream_t);   \
   template cudaError_t launch_upsample2d<T>(const T*, T*, const Upsample&, cudaStream_t);                             \
   template cudaError_t launch_depthwise_conv<T>(const T*, const T*, T*, const ConvShape&, const Epilogue<T>&,         \

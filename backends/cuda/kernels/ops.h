@@ -252,6 +252,26 @@ cudaError_t launch_row_reduce(const T* x, T* y, int64_t rows, int64_t cols, bool
 template <typename T>
 cudaError_t launch_recurrent_cell(bool lstm, const T* input_gates, const T* hidden_gates, const T* state, T* hidden,
                                   T* cell, int64_t rows, int64_t width, cudaStream_t stream);
+// Every time step of one LSTM (lstm) or GRU layer and direction (executorch::lstm_layer /
+// gru_layer): per step the hidden gates h W^T + bias, rounded to T as a matrix product's output is,
+// then the cell arithmetic of launch_recurrent_cell. Contiguous tensors.
+template <typename T>
+struct RecurrentLayer {
+  const T* gates = nullptr;   // [steps, rows, G * units]: each step's input projection
+  const T* weight = nullptr;  // [G * units, units]: W_hh
+  const T* bias = nullptr;    // [G * units], or null
+  const T* h0 = nullptr;      // [rows, units]
+  const T* c0 = nullptr;      // [rows, units], an LSTM's
+  T* y = nullptr;             // [steps, rows, units]: every step's hidden state, in time order
+  T* h_n = nullptr;           // [rows, units]: the last step's
+  T* c_n = nullptr;           // [rows, units], an LSTM's (also its running cell)
+  int64_t steps = 0, rows = 0, units = 0;
+  bool lstm = true, reverse = false;
+};
+// One kernel for all the steps where a step is small enough for one thread block (the steps then
+// wait on each other for a block barrier, not a kernel launch), else one kernel per step.
+template <typename T>
+cudaError_t launch_recurrent_layer(const RecurrentLayer<T>& layer, cudaStream_t stream);
 // y[n, c] = mean (or sum) over the hw pixels of image n of NHWC `x`, with `partial` holding
 // pixel_reduce_partials(images, hw, c) floats of scratch.
 int64_t pixel_reduce_partials(int64_t images, int64_t hw, int64_t c);

@@ -968,6 +968,19 @@ Error run_typed(const Op& op, void* index_error, cudaStream_t stream) {
                                      lstm ? ptr<T>(a[4]) : nullptr, op.plan.ints[0], op.plan.ints[1], stream);
       break;
     }
+    case OpKind::LstmLayer:
+    case OpKind::GruLayer: {  // (gates, w_hh, b_hh, h0, [c0,] reverse, y, h_n[, c_n])
+      const bool lstm = op.plan.kind == OpKind::LstmLayer;
+      const size_t y = lstm ? 6 : 5;
+      RecurrentLayer<T> layer;
+      layer.gates = ptr<T>(a[0]), layer.weight = ptr<T>(a[1]), layer.bias = a[2]->is_tensor() ? ptr<T>(a[2]) : nullptr;
+      layer.h0 = ptr<T>(a[3]), layer.y = ptr<T>(a[y]), layer.h_n = ptr<T>(a[y + 1]);
+      if (lstm) layer.c0 = ptr<T>(a[4]), layer.c_n = ptr<T>(a[y + 2]);
+      layer.steps = op.plan.ints[0], layer.rows = op.plan.ints[1], layer.units = op.plan.ints[2];
+      layer.lstm = lstm, layer.reverse = op.plan.ints[3] != 0;
+      status = launch_recurrent_layer(layer, stream);
+      break;
+    }
     case OpKind::Int8Linear: {
       const int64_t rows = op.plan.ints[0], n = op.plan.ints[1], k = op.plan.ints[2];
       int8_t* q = static_cast<int8_t*>(op.scratch[0].get());

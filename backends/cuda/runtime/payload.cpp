@@ -203,6 +203,8 @@ bool classify(const std::string& name, OpPlan* op) {
       {"aten::gather", OpKind::Gather},
       {"executorch::lstm_cell", OpKind::LstmCell},
       {"executorch::gru_cell", OpKind::GruCell},
+      {"executorch::lstm_layer", OpKind::LstmLayer},
+      {"executorch::gru_layer", OpKind::GruLayer},
       {"aten::scaled_dot_product_attention", OpKind::Attention},
       {"aten::slice.Tensor", OpKind::Slice},
       {"aten::as_strided", OpKind::AsStrided},
@@ -811,6 +813,39 @@ Error plan_recurrent_cell(Span<EValue*> a, const char* op, OpPlan* plan) {
   return Error::Ok;
 }
 
+// lstm_layer(gates, w_hh, b_hh, h0, c0, reverse, y, h_n, c_n) and gru_layer(gates, w_hh, b_hh, h0,
+// reverse, y, h_n): gates [T, B, G * H] (T >= 1), w_hh [G * H, H], b_hh None or G * H elements, the
+// states [B, H], y [T, B, H]; one floating dtype (checked by plan_op).
+Error plan_recurrent_layer(Span<EValue*> a, const char* op, OpPlan* plan) {
+  const bool lstm = plan->kind == OpKind::LstmLayer;
+  const size_t flag = lstm ? 5 : 4;
+  PAYLOAD_CHECK(a.size() == flag + (lstm ? 4u : 3u), "%s %s: %zu arguments", kCudaBackendName, op, a.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (i == flag || (i == 2 && a[i]->is_none())) continue;
+    ET_TRY(need_float(a[i], op, i));
+  }
+  PAYLOAD_CHECK(a[flag]->is_bool() || a[flag]->is_int(), "%s %s: reverse must be a bool", kCudaBackendName, op);
+  const Tensor &x = a[0]->to_tensor(), &w = a[1]->to_tensor(), &h0 = a[3]->to_tensor(), &y = a[flag + 1]->to_tensor();
+  PAYLOAD_CHECK(h0.dim() == 2, "%s %s: the initial hidden state must be 2-D [batch, hidden]", kCudaBackendName, op);
+  const int64_t rows = h0.size(0), units = h0.size(1), gates = lstm ? 4 : 3;
+  PAYLOAD_CHECK(x.dim() == 3 && x.size(0) >= 1 && x.size(1) == rows && x.size(2) == gates * units,
+                "%s %s: gates must be [steps >= 1, %lld, %lld]", kCudaBackendName, op, static_cast<long long>(rows),
+                static_cast<long long>(gates * units));
+  PAYLOAD_CHECK(w.dim() == 2 && w.size(0) == gates * units && w.size(1) == units, "%s %s: w_hh must be [%lld, %lld]",
+                kCudaBackendName, op, static_cast<long long>(gates * units), static_cast<long long>(units));
+  if (a[2]->is_tensor()) ET_TRY(need_numel(a[2], gates * units, op, 2));
+  PAYLOAD_CHECK(y.dim() == 3 && y.size(0) == x.size(0) && y.size(1) == rows && y.size(2) == units,
+                "%s %s: the output must be [steps, batch, hidden]", kCudaBackendName, op);
+  for (size_t i : {size_t{4}, flag + 2, flag + 3}) {
+    if (i == flag || i >= a.size()) continue;  // a GRU has no cell
+    PAYLOAD_CHECK(runtime::same_shape(a[i]->to_tensor(), h0), "%s %s: argument %zu must be shaped like the state",
+                  kCudaBackendName, op, i);
+  }
+  plan->ints[0] = x.size(0), plan->ints[1] = rows, plan->ints[2] = units;
+  plan->ints[3] = a[flag]->is_bool() ? a[flag]->to_bool() : a[flag]->to_int() != 0;
+  return Error::Ok;
+}
+
 // scaled_dot_product_attention(query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa,
 // out) on 3-D ([heads, L, E]) or 4-D ([batch, heads, L, E]) tensors; the mask is bool or of the
 // query's dtype and broadcasts to [batch, heads, L, S].
@@ -1103,6 +1138,8 @@ Error plan_op(const char* name, Span<EValue*> a, OpPlan* plan) {
     case OpKind::Int8Linear: return plan_int8_linear(a, name, plan);
     case OpKind::LstmCell:
     case OpKind::GruCell: return plan_recurrent_cell(a, name, plan);
+    case OpKind::LstmLayer:
+    case OpKind::GruLayer: return plan_recurrent_layer(a, name, plan);
     case OpKind::IntegerBinary:  // classify gives Binary and Conv; plan_integer_binary and plan_conv3d choose these
     case OpKind::Conv3d: return Error::Ok;
     case OpKind::Cumsum: return plan_cumsum(a, name, plan);

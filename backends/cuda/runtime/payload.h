@@ -66,6 +66,8 @@ enum class OpKind {
   Index,
   LstmCell,
   GruCell,
+  LstmLayer,
+  GruLayer,
   IntegerBinary,
   Cumsum,
   ArgMax,
@@ -85,10 +87,11 @@ enum class OpKind {
 // ints = dim, index. Cat: ints = dim. AsStrided: ints = storage offset. ConstantPad: ints = the
 // elements ahead of the input per dimension, scalars[0] = the value. IndexSelect: ints = dim.
 // Upsample: ints = bilinear, align_corners; scalars = source steps per output step (h, w).
-// LstmCell, GruCell: ints = rows, units. IntegerBinary (a Binary on int32 or int64 tensors). Cumsum:
-// ints = dim. ArgMax: ints = rows, columns. RmsNorm: ints = rows, columns; scalars[0] = eps.
-// Rope (x, cos, sin, out): x's dtype and shape for out, cos and sin broadcast to it. Gather: ints = dim. Compare: ints
-// = 1 where the other operand is a tensor (broadcast), not a number. Cast (_to_copy, copy): ints = the source argument.
+// LstmCell, GruCell: ints = rows, units. LstmLayer, GruLayer: ints = steps, rows, units, reverse. IntegerBinary (a
+// Binary on int32 or int64 tensors). Cumsum: ints = dim. ArgMax: ints = rows, columns. RmsNorm: ints = rows, columns;
+// scalars[0] = eps. Rope (x, cos, sin, out): x's dtype and shape for out, cos and sin broadcast to it. Gather: ints =
+// dim. Compare: ints = 1 where the other operand is a tensor (broadcast), not a number. Cast (_to_copy, copy): ints =
+// the source argument.
 struct OpPlan {
   OpKind kind = OpKind::Copy;
   Unary unary = Unary::Relu;

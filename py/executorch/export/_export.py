@@ -314,14 +314,15 @@ def _clamp_tensor(x: torch.Tensor, min: torch.Tensor | None = None, max: torch.T
     return x if max is None else torch.minimum(x, max)
 
 
-def _decompositions() -> Any:
-    """torch's default decomposition table, less the operators in _KEPT_WHOLE, plus ours."""
+def _decompositions(recurrent_layers: bool) -> Any:
+    """torch's default decomposition table, less the operators in _KEPT_WHOLE, plus ours (nn.LSTM
+    and nn.GRU as one operator per layer where `recurrent_layers`)."""
     table = torch.export.default_decompositions()
     for op in _KEPT_WHOLE:
         if op in table:
             del table[op]
     table[torch.ops.aten.clamp.Tensor] = _clamp_tensor
-    add_recurrent_decompositions(table)
+    add_recurrent_decompositions(table, recurrent_layers)
     return table
 
 
@@ -757,8 +758,8 @@ def _decomposed(ep: torch.export.ExportedProgram,
                 backend: str | Sequence[str] | None) -> torch.export.ExportedProgram:
     """`ep` in the operators the kernels implement, rewritten for the CPU or the device."""
     with torch.no_grad():
-        ep = ep.run_decompositions(_decompositions())
         names = backends_of(backend)
+        ep = ep.run_decompositions(_decompositions(recurrent_layers="cuda" in names))
         simplify(ep, for_device="cuda" in names, additive_masks="xnnpack" in names)
         # XnnpackBackend's attention takes as many key/value heads as query heads.
         _fusions.fuse(ep.graph, grouped_attention="xnnpack" not in names)
