@@ -18,7 +18,8 @@ for --new tokens. Prints prefill milliseconds (the prompt up to the first token)
 dynamic-cache run. Ratios are ours / theirs (for decode, theirs / ours: below 1 means we are faster).
 "int4" and "int8_weight_only" are float32 activations with weight-only int4 (group 32) or int8
 (per channel) linear layers: ours from export_llm(quantize=...), transformers' on the model with the
-same quantized layers (their torch reference, which expands the weights at every call).
+same quantized layers (their torch reference, which expands the weights at every call). On --device
+cuda, "bfloat16+int4" and "bfloat16+int8_weight_only" name those layers under bfloat16 activations.
 
 --device cuda: ours is export_llm(backend="cuda") (the cache in device memory, each step one CUDA
 graph replay; the next token is chosen on the device), theirs runs on the same GPU, and a third
@@ -178,7 +179,8 @@ def bound_tokens_per_second(model: torch.nn.Module, args: argparse.Namespace) ->
     embedding table, which is gathered) and each row's cache up to the middle of the generated span
     once, at --bandwidth."""
     embedding = model.get_input_embeddings().weight
-    weights = sum(p.numel() * p.element_size() for p in model.parameters() if p is not embedding)
+    tensors = [*model.parameters(), *(b for b in model.buffers() if b is not None)]  # quantized weights are buffers
+    weights = sum(p.numel() * p.element_size() for p in tensors if p is not embedding)
     if model.get_output_embeddings().weight is embedding:  # tied: the head reads the table
         weights += embedding.numel() * embedding.element_size()
     head_dim = args.hidden // args.heads
@@ -207,15 +209,19 @@ def on_gpu(args: argparse.Namespace) -> int:
           f"tokens, batch {args.batch}, bound at {args.bandwidth / 1e12:.2f} TB/s")
     print(f"{'dtype':10} {'runner':36} {'prefill ms':>11} {'decode tok/s':>13} {'of bound':>9} {'tokens agree':>13}")
     for name in args.dtypes.split(","):
-        dtype = getattr(torch, name)
+        base, _, quantize = name.partition("+")  # "bfloat16+int4": bfloat16 activations, int4 weights
+        dtype = getattr(torch, base)
         model = llama(args, dtype)
         start = time.perf_counter()
         pte = export_llm(model, max_seq_len=args.context, prefill_chunk=args.chunk, backend="cuda",
-                         dtype=None if dtype == torch.float32 else dtype, batch_size=args.batch)
+                         dtype=None if dtype == torch.float32 else dtype, batch_size=args.batch,
+                         quantize=quantize or None)
         gen = TextGenerator(Runtime.get().load_program(pte))
         print(f"# {name}: exported ({len(pte) / 2**30:.2f} GiB) and loaded in {time.perf_counter() - start:.0f} s",
               flush=True)
         del pte
+        if quantize:  # the peers run the same quantized layers (their torch reference)
+            model = QUANTIZERS[quantize](model)[0]
         bound = bound_tokens_per_second(model, args)
         model = model.to("cuda")
 
@@ -225,9 +231,10 @@ def on_gpu(args: argparse.Namespace) -> int:
         runners: dict[str, Callable[[], Run]] = {
             "transformers (dynamic)": lambda: theirs(model, prompts, args.new, None),
             "executorch.llm (cuda)": ours,
-            "transformers (static)": lambda: theirs(model, prompts, args.new, "static"),
-            "transformers (static, torch.compile)": lambda: theirs(model, prompts, args.new, "static", True),
         }
+        if not quantize:  # quantized, theirs expand every weight at each call: the dynamic run is the reference
+            runners["transformers (static)"] = lambda: theirs(model, prompts, args.new, "static")
+            runners["transformers (static, torch.compile)"] = lambda: theirs(model, prompts, args.new, "static", True)
         results: dict[str, Run] = {}
         for runner, fn in runners.items():
             try:

@@ -125,9 +125,6 @@ def test_quantize_errors() -> None:
         export(model, example, quantize="int2")
     with pytest.raises(ExportError, match="group_size 32, 64 or 128, got 48"):
         export(model, example, quantize="int4", group_size=48)
-    for weight_only in ("int4", "int8_weight_only"):
-        with pytest.raises(ExportError, match=f"quantize='{weight_only}' runs on the CPU kernels"):
-            export(model, example, backend="cuda", quantize=weight_only)
     with pytest.raises(ExportError, match="no nn.Linear layer with input features a multiple of 128"):
         export(torch.nn.Linear(96, 4), (torch.randn(2, 96),), quantize="int4", group_size=128)
     with pytest.raises(ExportError, match="does not combine with dtype"):
@@ -226,3 +223,27 @@ def test_int8_weight_only_in_bfloat16_reads_float32_copies() -> None:
     got = program.load_method().execute([x.to(torch.bfloat16)])[0]
     assert got.dtype == torch.bfloat16
     assert scaled(got.float().numpy() - reference, reference) <= 1e-2  # bfloat16 rounding of the outputs
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("quantize", ["int4", "int8_weight_only"])
+def test_weight_only_cuda_export_is_one_payload_of_the_quantized_layers(quantize: str, dtype: torch.dtype) -> None:
+    """With backend="cuda" the weight-only layers are CudaBackend's (its GEMV and dequantizing
+    kernels run on a GPU in tools/gpu/ops_check.py); the float32 payload, run on the CPU runtime,
+    computes the quantized model."""
+    torch.manual_seed(7)
+    model = torch.nn.Sequential(torch.nn.Linear(64, 96), torch.nn.ReLU(), torch.nn.Linear(96, 32, bias=False)).eval()
+    x = torch.randn(5, 64)
+    spec = deserialize(export(model, (x,), backend="cuda", dtype=dtype, quantize=quantize))
+    assert spec.metadata["cuda_delegate_calls"] == "1"
+    (call,) = spec.plans[0].instructions
+    payload = spec.segments[spec.plans[0].delegates[call.delegate_index].segment]
+    op = "executorch::int4_linear" if quantize == "int4" else "executorch::int8_weight_linear"
+    assert [name for name, _ in deserialize(payload).plans[0].operators].count(op) == 1  # one operator, both layers
+    if dtype != torch.float32:  # the CPU runs the payload's float32 form only
+        return
+    quantized, count = (quantize_linear_int4(model, 32) if quantize == "int4" else quantize_linear_int8_weight_only(model))
+    assert count == 2
+    with torch.no_grad():
+        want = quantized(x).numpy()
+    assert scaled(run(payload, (x,)) - want, want) <= INT4_RTOL

@@ -18,11 +18,13 @@ in and out of Method.execute.
 - IntegerOps: RoBERTa's and CLIP's integer positions (compares, cumsum, gather, argmax);
 - Volumes: 3-D convolutions through cuDNN (grouped, strided, dilated, factored);
 - LSTM, GRU: stacked bidirectional recurrences, one kernel per layer (one per step where wide);
+- weight-only int4 and int8 linear layers: the GEMV (up to 8 rows) and the dequantizing product;
 - TF32: float32 convolutions exported with tf32_convolutions=True are computed in TF32 (they differ
   from the IEEE ones, within TF32's error), and IEEE again without it.
 
     python3 tools/gpu/ops_check.py .
 """
+import copy
 import sys
 
 import numpy as np
@@ -230,5 +232,36 @@ class WideSequence(torch.nn.Module):
 for cell in ("LSTM", "GRU"):
     check_dtypes(cell, Sequence(cell).eval(), torch.randn(3, 5, 8))
     check_dtypes(f"wide {cell}", WideSequence(cell).eval(), torch.randn(2, 7, 16))
+
+
+def check_weight_only() -> None:
+    """quantize="int4" (groups 32 and 128) and "int8_weight_only" on the device against the same
+    quantized layers in torch (float32 arithmetic): GEMV rows 1, 3 and 8, the dequantizing matrix
+    product at 40; every dtype, with and without a bias."""
+    from executorch.export._quantize import quantize_linear_int4, quantize_linear_int8_weight_only
+
+    torch.manual_seed(3)
+    model = torch.nn.Sequential(torch.nn.Linear(256, 384), torch.nn.GELU(), torch.nn.Linear(384, 160, bias=False)).eval()
+    for quantize, group in (("int4", 32), ("int4", 128), ("int8_weight_only", 32)):
+        for rows in (1, 3, 8, 40):
+            x = torch.randn(rows, 256)
+            for dtype, bound in BOUNDS:
+                # What export quantizes: the module in `dtype`; the reference computes in float32.
+                half = copy.deepcopy(model).to(dtype)
+                q, _ = quantize_linear_int4(half, group) if quantize == "int4" else quantize_linear_int8_weight_only(half)
+                with torch.no_grad():
+                    ref = q.float()(x.to(dtype).float()).numpy()
+                pte = export(model, (x,), backend="cuda", dtype=dtype, quantize=quantize, group_size=group)
+                assert deserialize(pte).metadata["cuda_delegate_calls"] == "1"
+                xi = x.to(dtype)
+                got = Runtime.get().load_program(pte).load_method().execute([xi if dtype == torch.bfloat16 else xi.numpy()])[0]
+                got = np.asarray(got.float() if isinstance(got, torch.Tensor) else got, dtype=np.float32)
+                err = float(np.abs(got - ref).max()) / max(1.0, float(np.abs(ref).max()))
+                print(f"{quantize} group {group} rows {rows} {str(dtype)[6:]}: {err:.2e} (bound {bound})")
+                if err > bound:
+                    raise SystemExit(f"{quantize} rows {rows} {dtype}: out of bounds")
+
+
 check_device_tensors()
 check_tf32()
+check_weight_only()

@@ -18,6 +18,7 @@
 
 #include <executorch/backends/cuda/kernels/int8_linear.h>
 #include <executorch/backends/cuda/kernels/ops.h>
+#include <executorch/backends/cuda/kernels/weight_linear.h>
 #include <executorch/backends/cuda/runtime/cudnn.h>
 #include <executorch/backends/cuda/runtime/payload.h>
 #include <executorch/backends/cuda/shims/shims.h>
@@ -100,6 +101,17 @@ struct Op {
   bool skipped = false;
 };
 
+// A shim view of `dim` sizes and strides over device memory `data` of element type `type`.
+Error shim_blob(void* data, runtime::ScalarType type, int dim, const int64_t* sizes, const int64_t* strides,
+                ShimTensor* shim) {
+  if (aoti_torch_create_tensor_from_blob_v2(data, dim, sizes, strides, 0, static_cast<int32_t>(type),
+                                            aoti_torch_device_type_cuda(), 0, out(*shim), aoti_torch_layout_strided(),
+                                            nullptr, 0) != AOTI_TORCH_SUCCESS) {
+    return ET_ERROR_CONTEXT(Error::Internal, "%s", kCudaBackendName);
+  }
+  return Error::Ok;
+}
+
 // A shim view of a device tensor of the sub-program (its memory never moves after init), of `dim`
 // sizes and strides (its own, or another view of its bytes).
 Error shim_view(EValue* v, ShimTensor* shim, int dim = -1, const int64_t* sizes = nullptr,
@@ -107,12 +119,30 @@ Error shim_view(EValue* v, ShimTensor* shim, int dim = -1, const int64_t* sizes 
   ET_CHECK_OR_RETURN(v->is_tensor(), Error::InvalidArgument, "%s: matrix argument is not a tensor", kCudaBackendName);
   const Tensor& t = v->to_tensor();
   if (sizes == nullptr) dim = t.dim(), sizes = t.sizes(), strides = t.strides();
-  if (aoti_torch_create_tensor_from_blob_v2(t.mutable_data_ptr(), dim, sizes, strides, 0,
-                                            static_cast<int32_t>(t.scalar_type()), aoti_torch_device_type_cuda(), 0,
-                                            out(*shim), aoti_torch_layout_strided(), nullptr,
-                                            0) != AOTI_TORCH_SUCCESS) {
-    return ET_ERROR_CONTEXT(Error::Internal, "%s", kCudaBackendName);
-  }
+  return shim_blob(t.mutable_data_ptr(), t.scalar_type(), dim, sizes, strides, shim);
+}
+
+// A weight-only quantized linear layer on more rows than its GEMV kernels take: its weights are
+// dequantized into the delegate's shared workspace, then one matrix product (tensor cores) reads
+// them. Shims: x as [rows, k], the weights as [k, n] (transposed), y as [rows, n], the bias.
+bool dequantizes(const Op& op) {
+  return (op.plan.kind == OpKind::Int8WeightLinear || op.plan.kind == OpKind::Int4Linear) &&
+         op.plan.ints[0] > kWeightGemvMaxRows;
+}
+size_t dequantized_bytes(const Op& op) {
+  return static_cast<size_t>(op.plan.ints[1] * op.plan.ints[2]) * runtime::element_size(op.plan.dtype);
+}
+Error prepare_dequantized_product(Op& op, void* workspace) {
+  const int64_t rows = op.plan.ints[0], n = op.plan.ints[1], k = op.plan.ints[2];
+  const int64_t x_sizes[] = {rows, k}, x_strides[] = {k, 1}, w_sizes[] = {k, n}, w_strides[] = {1, k},
+                y_sizes[] = {rows, n}, y_strides[] = {n, 1};
+  const size_t bias = op.plan.kind == OpKind::Int4Linear ? 4 : 3;
+  op.shim.clear();
+  op.shim.resize(op.args[bias]->is_tensor() ? 4 : 3);
+  ET_TRY(shim_view(op.args[0], &op.shim[0], 2, x_sizes, x_strides));
+  ET_TRY(shim_blob(workspace, op.plan.dtype, 2, w_sizes, w_strides, &op.shim[1]));
+  ET_TRY(shim_view(op.args[bias + 1], &op.shim[2], 2, y_sizes, y_strides));
+  if (op.shim.size() == 4) ET_TRY(shim_view(op.args[bias], &op.shim[3]));
   return Error::Ok;
 }
 
@@ -133,7 +163,9 @@ struct Delegate {
   std::unique_ptr<runtime::Method> method;
   std::vector<DeviceBuffer> constants;  // uploaded once, at init
   std::vector<Op> ops;
-  DeviceBuffer conv_workspace;  // cuDNN's, shared by the convolutions (they run one after another)
+  // Shared by the ops that need one (they run one after another): cuDNN's workspace, and the
+  // dequantized weights of a quantized linear layer's matrix product.
+  DeviceBuffer conv_workspace;
   size_t conv_workspace_bytes = 0;
   ecuda::Stream own_stream;
   // A caller on the legacy default stream (torch's unless it set one), where CUDA graphs cannot be
@@ -979,6 +1011,31 @@ Error run_typed(const Op& op, void* index_error, cudaStream_t stream) {
       layer.steps = op.plan.ints[0], layer.rows = op.plan.ints[1], layer.units = op.plan.ints[2];
       layer.lstm = lstm, layer.reverse = op.plan.ints[3] != 0;
       status = launch_recurrent_layer(layer, stream);
+      break;
+    }
+    case OpKind::Int8WeightLinear:
+    case OpKind::Int4Linear: {  // (x, weight, scale(s), [group_size,] bias, out)
+      const bool int4 = op.plan.kind == OpKind::Int4Linear;
+      const int64_t rows = op.plan.ints[0], n = op.plan.ints[1], k = op.plan.ints[2], group = op.plan.ints[3];
+      const size_t bias = int4 ? 4 : 3;
+      const T* b = a[bias]->is_tensor() ? ptr<T>(a[bias]) : nullptr;
+      const float* scales = ptr<float>(a[2]);
+      if (!dequantizes(op)) {
+        status = int4 ? launch_int4_gemv(ptr<T>(a[0]), ptr<uint8_t>(a[1]), scales, group, b, ptr<T>(a[bias + 1]), rows,
+                                         n, k, stream)
+                      : launch_int8_weight_gemv(ptr<T>(a[0]), ptr<int8_t>(a[1]), scales, b, ptr<T>(a[bias + 1]), rows,
+                                                n, k, stream);
+        break;
+      }
+      T* w = static_cast<T*>(op.workspace);
+      status = int4 ? launch_dequantize_int4(ptr<uint8_t>(a[1]), scales, group, w, n, k, stream)
+                    : launch_dequantize_int8(ptr<int8_t>(a[1]), scales, w, n, k, stream);
+      if (status != cudaSuccess) break;
+      const AOTITorchError e =
+          b != nullptr ? aoti_torch_cuda_addmm_out(op.shim[2].get(), op.shim[3].get(), op.shim[0].get(),
+                                                   op.shim[1].get(), 1.0, 1.0)
+                       : aoti_torch_cuda_mm_out(op.shim[2].get(), op.shim[0].get(), op.shim[1].get());
+      if (e != AOTI_TORCH_SUCCESS) return ET_ERROR_CONTEXT(Error::InvalidArgument, "%s %s", kCudaBackendName, name);
       break;
     }
     case OpKind::Int8Linear: {
@@ -1901,8 +1958,16 @@ class CudaBackend final : public runtime::BackendInterface {
       if (op.plan.kind == OpKind::Conv3d) ET_TRY(prepare_conv3d(op, tf32, d->conv_workspace, d->conv_workspace_bytes));
     }
     fuse_elementwise(d->ops, m);
+    size_t dequantized = 0;
+    for (const Op& op : d->ops) dequantized = std::max(dequantized, dequantizes(op) ? dequantized_bytes(op) : 0);
+    if (dequantized > d->conv_workspace_bytes) {
+      d->conv_workspace = DeviceBuffer();
+      ET_TRY(ecuda::to_error(cudaMalloc(out(d->conv_workspace), dequantized), "CudaBackend: dequantized weights"));
+      d->conv_workspace_bytes = dequantized;
+    }
     for (Op& op : d->ops) {
       op.workspace = d->conv_workspace.get();
+      if (dequantizes(op)) ET_TRY(prepare_dequantized_product(op, op.workspace));
       if (op.plan.kind == OpKind::Attention) {
         if (const int64_t floats = attention_partial_floats(attention_shape(op)); floats > 0) {
           ET_TRY(ecuda::to_error(cudaMalloc(out(op.attention_partials), static_cast<size_t>(floats) * sizeof(float)),

@@ -198,6 +198,8 @@ bool classify(const std::string& name, OpPlan* op) {
       {"aten::sum.dim_IntList", OpKind::RowReduce},
       {"aten::sum", OpKind::RowReduce},
       {"executorch::int8_linear", OpKind::Int8Linear},
+      {"executorch::int8_weight_linear", OpKind::Int8WeightLinear},
+      {"executorch::int4_linear", OpKind::Int4Linear},
       {"aten::cumsum", OpKind::Cumsum},
       {"aten::argmax", OpKind::ArgMax},
       {"aten::gather", OpKind::Gather},
@@ -720,6 +722,41 @@ Error plan_int8_linear(Span<EValue*> a, const char* op, OpPlan* plan) {
   return Error::Ok;
 }
 
+// int8_weight_linear(x, weight, scale, bias, out) and int4_linear(x, packed, scales, group_size, bias,
+// out): x, bias and out of one floating dtype, the weight int8 [n, k] or packed uint8 [n, k / 2], its
+// scales float32 ([n] or [n, k / group_size]); k a multiple of 32 (the kernels read 16 bytes of
+// weights at a time), group_size 32, 64 or 128.
+Error plan_weight_linear(Span<EValue*> a, const char* op, OpPlan* plan) {
+  const bool int4 = plan->kind == OpKind::Int4Linear;
+  const size_t bias = int4 ? 4 : 3, n_args = bias + 2;
+  PAYLOAD_CHECK(a.size() == n_args && a[1]->is_tensor() && a[2]->is_tensor(), "%s %s: arguments", kCudaBackendName, op);
+  for (size_t i : {size_t{0}, n_args - 1}) ET_TRY(need_float(a[i], op, i));
+  const Tensor &x = a[0]->to_tensor(), &w = a[1]->to_tensor(), &s = a[2]->to_tensor(), &o = a[n_args - 1]->to_tensor();
+  PAYLOAD_CHECK(w.dim() == 2 && w.scalar_type() == (int4 ? runtime::ScalarType::Byte : runtime::ScalarType::Char),
+                "%s %s: the weight must be a 2-D %s tensor", kCudaBackendName, op, int4 ? "uint8" : "int8");
+  const int64_t n = w.size(0), k = int4 ? 2 * w.size(1) : w.size(1);
+  int64_t group = 1;
+  if (int4) {
+    PAYLOAD_CHECK(a[3]->is_int() && (a[3]->to_int() == 32 || a[3]->to_int() == 64 || a[3]->to_int() == 128),
+                  "%s %s: group_size must be 32, 64 or 128", kCudaBackendName, op);
+    group = a[3]->to_int();
+  }
+  PAYLOAD_CHECK(x.dim() >= 1 && x.size(x.dim() - 1) == k && k > 0 && k % 32 == 0 && k % group == 0,
+                "%s %s: %lld input features for a weight of %lld (a multiple of 32 and of the group)", kCudaBackendName,
+                op, static_cast<long long>(x.dim() >= 1 ? x.size(x.dim() - 1) : 0), static_cast<long long>(k));
+  const int64_t scales = int4 ? n * (k / group) : n;
+  PAYLOAD_CHECK(s.scalar_type() == runtime::ScalarType::Float && s.numel() == scales,
+                "%s %s: the scales must be %lld float32 values", kCudaBackendName, op, static_cast<long long>(scales));
+  if (!a[bias]->is_none()) ET_TRY(need_numel(a[bias], n, op, bias));
+  const int64_t rows = x.numel() / k;
+  int64_t total = 0;
+  PAYLOAD_CHECK(!__builtin_mul_overflow(rows, n, &total) && o.dim() == x.dim() && o.size(o.dim() - 1) == n,
+                "%s %s: the output must be shaped [..., %lld]", kCudaBackendName, op, static_cast<long long>(n));
+  ET_TRY(need_numel(a[n_args - 1], total, op, n_args - 1));
+  plan->ints[0] = rows, plan->ints[1] = n, plan->ints[2] = k, plan->ints[3] = group;
+  return Error::Ok;
+}
+
 // add/sub/mul/maximum/minimum on int32 or int64 tensors: every tensor of one integer dtype, a
 // number `other` and alpha integers (PyTorch would promote otherwise). div is true division.
 Error plan_integer_binary(Span<EValue*> a, const char* op, OpPlan* plan) {
@@ -942,8 +979,10 @@ Error plan_op(const char* name, Span<EValue*> a, OpPlan* plan) {
   // One floating element type per op (kernels are instantiated per type, never mixed), but for
   // the conversion between them.
   bool seen = false;
+  // The quantized linear layers' scales are float32 whatever the activations' dtype.
+  const bool float32_scales = plan->kind == OpKind::Int8WeightLinear || plan->kind == OpKind::Int4Linear;
   for (size_t i = 0; i < n && plan->kind != OpKind::Cast; ++i) {
-    if (!is_float(a[i])) continue;
+    if (!is_float(a[i]) || (float32_scales && i == 2)) continue;
     const runtime::ScalarType t = a[i]->to_tensor().scalar_type();
     PAYLOAD_CHECK(!seen || t == plan->dtype, "%s %s: argument %zu is %s, another argument %s", kCudaBackendName, name,
                   i, runtime::to_string(t), runtime::to_string(plan->dtype));
@@ -1136,6 +1175,8 @@ Error plan_op(const char* name, Span<EValue*> a, OpPlan* plan) {
     case OpKind::AvgPool: return plan_pool(a, name, plan->kind == OpKind::MaxPool, plan);
     case OpKind::RowReduce: return plan_mean(a, name, plan);
     case OpKind::Int8Linear: return plan_int8_linear(a, name, plan);
+    case OpKind::Int8WeightLinear:
+    case OpKind::Int4Linear: return plan_weight_linear(a, name, plan);
     case OpKind::LstmCell:
     case OpKind::GruCell: return plan_recurrent_cell(a, name, plan);
     case OpKind::LstmLayer:

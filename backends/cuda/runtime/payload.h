@@ -68,6 +68,8 @@ enum class OpKind {
   GruCell,
   LstmLayer,
   GruLayer,
+  Int8WeightLinear,
+  Int4Linear,
   IntegerBinary,
   Cumsum,
   ArgMax,
@@ -86,6 +88,7 @@ enum class OpKind {
 // RowReduce (means and sums): ints = 1 for a mean. Slice: ints = dim, start, step. Select:
 // ints = dim, index. Cat: ints = dim. AsStrided: ints = storage offset. ConstantPad: ints = the
 // elements ahead of the input per dimension, scalars[0] = the value. IndexSelect: ints = dim.
+// Int8WeightLinear, Int4Linear: ints = rows, out features, in features, group size (int4).
 // Upsample: ints = bilinear, align_corners; scalars = source steps per output step (h, w).
 // LstmCell, GruCell: ints = rows, units. LstmLayer, GruLayer: ints = steps, rows, units, reverse. IntegerBinary (a
 // Binary on int32 or int64 tensors). Cumsum: ints = dim. ArgMax: ints = rows, columns. RmsNorm: ints = rows, columns;

@@ -691,8 +691,6 @@ def _check_options(backend: str | Sequence[str] | None, cuda_archs: Sequence[str
         raise ExportError(f"quantize='int8' takes float32 activations; it does not combine with dtype={dtype}")
     if quantize == "int4" and group_size not in (32, 64, 128):
         raise ExportError(f"quantize='int4' takes group_size 32, 64 or 128, got {group_size!r}")
-    if quantize in ("int4", "int8_weight_only") and cuda:
-        raise ExportError(f"quantize={quantize!r} runs on the CPU kernels; CudaBackend has no kernel for it yet")
 
 
 def _converted(module: torch.nn.Module, example_inputs: Sequence[Any], dtype: torch.dtype | None,

@@ -1,0 +1,162 @@
+#include <executorch/backends/cuda/kernels/weight_linear.h>
+
+#include <executorch/backends/cuda/kernels/convert.cuh>
+
+#include <algorithm>
+
+namespace executorch {
+namespace backends {
+namespace cuda {
+namespace {
+
+constexpr int kWarps = 8;  // output features per block of the GEMV kernels
+
+__device__ __forceinline__ float warp_total(float v) {
+  for (int o = 16; o > 0; o /= 2) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+
+// Eight consecutive elements of x as float32 (16-byte loads: x's rows are 16-byte aligned).
+__device__ __forceinline__ void load8(const float* p, float* v) {
+  const float4 a = __ldg(reinterpret_cast<const float4*>(p)), b = __ldg(reinterpret_cast<const float4*>(p) + 1);
+  v[0] = a.x, v[1] = a.y, v[2] = a.z, v[3] = a.w, v[4] = b.x, v[5] = b.y, v[6] = b.z, v[7] = b.w;
+}
+template <typename H>
+__device__ __forceinline__ void load8(const H* p, float* v) {
+  const uint4 raw = __ldg(reinterpret_cast<const uint4*>(p));
+  const H* h = reinterpret_cast<const H*>(&raw);
+#pragma unroll
+  for (int i = 0; i < 8; ++i) v[i] = ld(h[i]);
+}
+
+// Each warp computes feature c of every row: a lane reads 16 bytes of its weights at a time (16
+// int8 or 32 int4 values, one int4 group) and the matching x of each row; the rows' sums are
+// reduced across the warp at the end.
+template <typename T, bool kInt4>
+__global__ void weight_gemv_kernel(const T* x, const uint8_t* w, const float* scales, int64_t group, const T* bias,
+                                   T* y, int rows, int64_t n, int64_t k) {
+  const int lane = threadIdx.x & 31;
+  const int64_t c = static_cast<int64_t>(blockIdx.x) * kWarps + (threadIdx.x >> 5);
+  if (c >= n) return;
+  constexpr int kPerLoad = kInt4 ? 32 : 16;  // weights per 16-byte load
+  const uint8_t* row = w + c * (kInt4 ? k / 2 : k);
+  float acc[kWeightGemvMaxRows] = {};
+  for (int64_t base = static_cast<int64_t>(lane) * kPerLoad; base < k; base += 32 * kPerLoad) {
+    const uint4 raw = __ldg(reinterpret_cast<const uint4*>(row + (kInt4 ? base / 2 : base)));
+    const uint8_t* bytes = reinterpret_cast<const uint8_t*>(&raw);
+    float wv[kPerLoad];
+#pragma unroll
+    for (int i = 0; i < 16; ++i) {
+      if (kInt4) {
+        wv[2 * i] = static_cast<float>(bytes[i] & 0x0F) - 8.f;
+        wv[2 * i + 1] = static_cast<float>(bytes[i] >> 4) - 8.f;
+      } else {
+        wv[i] = static_cast<float>(static_cast<int8_t>(bytes[i]));
+      }
+    }
+    const float s = kInt4 ? scales[c * (k / group) + base / group] : 1.f;
+#pragma unroll
+    for (int r = 0; r < kWeightGemvMaxRows; ++r) {
+      if (r >= rows) break;
+      const T* xr = x + r * k + base;
+      float sum = 0.f;
+#pragma unroll
+      for (int j = 0; j < kPerLoad; j += 8) {
+        float xv[8];
+        load8(xr + j, xv);
+#pragma unroll
+        for (int i = 0; i < 8; ++i) sum += xv[i] * wv[j + i];
+      }
+      acc[r] += kInt4 ? sum * s : sum;
+    }
+  }
+  const float s = kInt4 ? 1.f : scales[c];
+  const float b = bias != nullptr ? ld(bias[c]) : 0.f;
+#pragma unroll
+  for (int r = 0; r < kWeightGemvMaxRows; ++r) {
+    if (r >= rows) break;
+    const float total = warp_total(acc[r]);
+    if (lane == 0) y[r * n + c] = st<T>(total * s + b);
+  }
+}
+
+template <typename T, bool kInt4>
+__global__ void dequantize_kernel(const uint8_t* w, const float* scales, int64_t group, T* out, int64_t n, int64_t k) {
+  const int64_t total = n * k;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < total;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t c = i / k, col = i - c * k;
+    if (kInt4) {
+      const uint8_t byte = w[c * (k / 2) + col / 2];
+      const float q = static_cast<float>((col & 1) ? byte >> 4 : byte & 0x0F) - 8.f;
+      out[i] = st<T>(q * scales[c * (k / group) + col / group]);
+    } else {
+      out[i] = st<T>(static_cast<float>(static_cast<int8_t>(w[i])) * scales[c]);
+    }
+  }
+}
+
+template <typename T, bool kInt4>
+cudaError_t launch_gemv(const T* x, const uint8_t* w, const float* scales, int64_t group, const T* bias, T* y,
+                        int64_t rows, int64_t n, int64_t k, cudaStream_t stream) {
+  if (rows < 1 || rows > kWeightGemvMaxRows || k % 32 != 0 || (kInt4 && (group % 32 != 0 || k % group != 0))) {
+    return cudaErrorInvalidValue;
+  }
+  if (n == 0) return cudaSuccess;
+  weight_gemv_kernel<T, kInt4><<<static_cast<unsigned>((n + kWarps - 1) / kWarps), kWarps * 32, 0, stream>>>(
+      x, w, scales, group, bias, y, static_cast<int>(rows), n, k);
+  return cudaGetLastError();
+}
+
+template <typename T, bool kInt4>
+cudaError_t launch_dequantize(const uint8_t* w, const float* scales, int64_t group, T* out, int64_t n, int64_t k,
+                              cudaStream_t stream) {
+  if (n * k == 0) return cudaSuccess;
+  const int64_t blocks = std::min<int64_t>((n * k + 255) / 256, 65536);
+  dequantize_kernel<T, kInt4><<<static_cast<unsigned>(blocks), 256, 0, stream>>>(w, scales, group, out, n, k);
+  return cudaGetLastError();
+}
+
+}  // namespace
+
+template <typename T>
+cudaError_t launch_int8_weight_gemv(const T* x, const int8_t* w, const float* scale, const T* bias, T* y, int64_t rows,
+                                   int64_t n, int64_t k, cudaStream_t stream) {
+  return launch_gemv<T, false>(x, reinterpret_cast<const uint8_t*>(w), scale, 1, bias, y, rows, n, k, stream);
+}
+
+template <typename T>
+cudaError_t launch_int4_gemv(const T* x, const uint8_t* q, const float* scales, int64_t group, const T* bias, T* y,
+                             int64_t rows, int64_t n, int64_t k, cudaStream_t stream) {
+  return launch_gemv<T, true>(x, q, scales, group, bias, y, rows, n, k, stream);
+}
+
+template <typename T>
+cudaError_t launch_dequantize_int8(const int8_t* w, const float* scale, T* out, int64_t n, int64_t k,
+                                   cudaStream_t stream) {
+  return launch_dequantize<T, false>(reinterpret_cast<const uint8_t*>(w), scale, 1, out, n, k, stream);
+}
+
+template <typename T>
+cudaError_t launch_dequantize_int4(const uint8_t* q, const float* scales, int64_t group, T* out, int64_t n, int64_t k,
+                                   cudaStream_t stream) {
+  return launch_dequantize<T, true>(q, scales, group, out, n, k, stream);
+}
+
+#define EXECUTORCH_WEIGHT_LINEAR_FOR(T)                                                                              \
+  template cudaError_t launch_int8_weight_gemv<T>(const T*, const int8_t*, const float*, const T*, T*, int64_t,      \
+                                                  int64_t, int64_t, cudaStream_t);                                   \
+  template cudaError_t launch_int4_gemv<T>(const T*, const uint8_t*, const float*, int64_t, const T*, T*, int64_t,   \
+                                           int64_t, int64_t, cudaStream_t);                                          \
+  template cudaError_t launch_dequantize_int8<T>(const int8_t*, const float*, T*, int64_t, int64_t, cudaStream_t);   \
+  template cudaError_t launch_dequantize_int4<T>(const uint8_t*, const float*, int64_t, T*, int64_t, int64_t,        \
+                                                 cudaStream_t);
+
+EXECUTORCH_WEIGHT_LINEAR_FOR(float)
+EXECUTORCH_WEIGHT_LINEAR_FOR(__half)
+EXECUTORCH_WEIGHT_LINEAR_FOR(__nv_bfloat16)
+#undef EXECUTORCH_WEIGHT_LINEAR_FOR
+
+}  // namespace cuda
+}  // namespace backends
+}  // namespace executorch
