@@ -462,3 +462,33 @@ def test_cuda_greedy_matches_transformers(name: str) -> None:
     got = gen._prefill_logits([prompt])[0].float().cpu()
     error = (got - reference).abs().max().item() / reference.abs().max().item()
     assert error < 5e-2, f"{name}: bfloat16 logits {error:.2e} of the largest apart"
+
+
+@pytest.mark.parametrize("quantize", ["int4", "int8_weight_only"])
+def test_weight_only_export_llm_for_cuda_is_one_call_per_method(quantize: str) -> None:
+    """bfloat16 activations, weight-only layers: prefill and decode stay one CudaBackend call each,
+    every linear layer one quantized operator in both payloads."""
+    pte = export_llm(_model("llama"), max_seq_len=MAX_LEN, prefill_chunk=CHUNK, backend="cuda", dtype=torch.bfloat16,
+                     quantize=quantize)
+    spec = deserialize(pte)
+    assert spec.metadata["cuda_delegate_calls"] == "2" and [len(p.instructions) for p in spec.plans] == [1, 1]
+    op = "executorch::int4_linear" if quantize == "int4" else "executorch::int8_weight_linear"
+    for payload in _payloads(pte):
+        plan = payload.plans[0]
+        assert sum(plan.operators[i.op_index][0] == op for i in plan.instructions) == 2 * 7 + 1
+
+
+@needs_gpu
+@pytest.mark.parametrize("quantize", ["int4", "int8_weight_only"])
+def test_cuda_weight_only_greedy_matches_transformers_on_the_same_quantization(quantize: str) -> None:
+    """On the device in float32 (the decode GEMV and the prefill's dequantized product): greedy
+    tokens equal transformers' on the same quantized layers."""
+    from executorch.export._quantize import quantize_linear_int4, quantize_linear_int8_weight_only
+
+    model = _model("llama")
+    quantized, _ = quantize_linear_int4(model, 32) if quantize == "int4" else quantize_linear_int8_weight_only(model)
+    prompt = torch.randint(0, 512, (11,), generator=torch.Generator().manual_seed(3)).tolist()
+    pte = export_llm(model, max_seq_len=MAX_LEN, prefill_chunk=CHUNK, backend="cuda", quantize=quantize)
+    gen = TextGenerator(Runtime.get().load_program(pte))
+    assert gen._device is not None
+    assert gen.generate(prompt, NEW).tokens == _reference(quantized, prompt)

@@ -121,7 +121,7 @@ cudaError_t launch_dequantize(const uint8_t* w, const float* scales, int64_t gro
 
 template <typename T>
 cudaError_t launch_int8_weight_gemv(const T* x, const int8_t* w, const float* scale, const T* bias, T* y, int64_t rows,
-                                   int64_t n, int64_t k, cudaStream_t stream) {
+                                    int64_t n, int64_t k, cudaStream_t stream) {
   return launch_gemv<T, false>(x, reinterpret_cast<const uint8_t*>(w), scale, 1, bias, y, rows, n, k, stream);
 }
 
@@ -143,13 +143,13 @@ cudaError_t launch_dequantize_int4(const uint8_t* q, const float* scales, int64_
   return launch_dequantize<T, true>(q, scales, group, out, n, k, stream);
 }
 
-#define EXECUTORCH_WEIGHT_LINEAR_FOR(T)                                                                              \
-  template cudaError_t launch_int8_weight_gemv<T>(const T*, const int8_t*, const float*, const T*, T*, int64_t,      \
-                                                  int64_t, int64_t, cudaStream_t);                                   \
-  template cudaError_t launch_int4_gemv<T>(const T*, const uint8_t*, const float*, int64_t, const T*, T*, int64_t,   \
-                                           int64_t, int64_t, cudaStream_t);                                          \
-  template cudaError_t launch_dequantize_int8<T>(const int8_t*, const float*, T*, int64_t, int64_t, cudaStream_t);   \
-  template cudaError_t launch_dequantize_int4<T>(const uint8_t*, const float*, int64_t, T*, int64_t, int64_t,        \
+#define EXECUTORCH_WEIGHT_LINEAR_FOR(T)                                                                            \
+  template cudaError_t launch_int8_weight_gemv<T>(const T*, const int8_t*, const float*, const T*, T*, int64_t,    \
+                                                  int64_t, int64_t, cudaStream_t);                                 \
+  template cudaError_t launch_int4_gemv<T>(const T*, const uint8_t*, const float*, int64_t, const T*, T*, int64_t, \
+                                           int64_t, int64_t, cudaStream_t);                                        \
+  template cudaError_t launch_dequantize_int8<T>(const int8_t*, const float*, T*, int64_t, int64_t, cudaStream_t); \
+  template cudaError_t launch_dequantize_int4<T>(const uint8_t*, const float*, int64_t, T*, int64_t, int64_t,      \
                                                  cudaStream_t);
 
 EXECUTORCH_WEIGHT_LINEAR_FOR(float)

@@ -24,7 +24,7 @@ constexpr int64_t kWeightGemvMaxRows = 8;
 // y for rows <= kWeightGemvMaxRows: each warp reads one output feature's weights.
 template <typename T>
 cudaError_t launch_int8_weight_gemv(const T* x, const int8_t* w, const float* scale, const T* bias, T* y, int64_t rows,
-                                   int64_t n, int64_t k, cudaStream_t stream);
+                                    int64_t n, int64_t k, cudaStream_t stream);
 template <typename T>
 cudaError_t launch_int4_gemv(const T* x, const uint8_t* q, const float* scales, int64_t group, const T* bias, T* y,
                              int64_t rows, int64_t n, int64_t k, cudaStream_t stream);

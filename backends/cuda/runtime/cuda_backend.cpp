@@ -1031,10 +1031,10 @@ Error run_typed(const Op& op, void* index_error, cudaStream_t stream) {
       status = int4 ? launch_dequantize_int4(ptr<uint8_t>(a[1]), scales, group, w, n, k, stream)
                     : launch_dequantize_int8(ptr<int8_t>(a[1]), scales, w, n, k, stream);
       if (status != cudaSuccess) break;
-      const AOTITorchError e =
-          b != nullptr ? aoti_torch_cuda_addmm_out(op.shim[2].get(), op.shim[3].get(), op.shim[0].get(),
-                                                   op.shim[1].get(), 1.0, 1.0)
-                       : aoti_torch_cuda_mm_out(op.shim[2].get(), op.shim[0].get(), op.shim[1].get());
+      const AOTITorchError e = b != nullptr
+                                   ? aoti_torch_cuda_addmm_out(op.shim[2].get(), op.shim[3].get(), op.shim[0].get(),
+                                                               op.shim[1].get(), 1.0, 1.0)
+                                   : aoti_torch_cuda_mm_out(op.shim[2].get(), op.shim[0].get(), op.shim[1].get());
       if (e != AOTI_TORCH_SUCCESS) return ET_ERROR_CONTEXT(Error::InvalidArgument, "%s %s", kCudaBackendName, name);
       break;
     }
