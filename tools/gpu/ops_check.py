@@ -215,13 +215,14 @@ class Sequence(torch.nn.Module):
 
 
 class WideSequence(torch.nn.Module):
-    """A recurrent layer too wide for one thread block (one kernel per step), returning the
+    """A recurrent layer whose weights do not fit in shared memory: at 256 units too wide for one
+    thread block (one kernel per step), at 128 one block reading them from memory. Returns the
     sequence and the final states summed into one output."""
 
-    def __init__(self, cell: str) -> None:
+    def __init__(self, cell: str, hidden: int) -> None:
         super().__init__()
         torch.manual_seed(0)
-        self.rnn = getattr(torch.nn, cell)(16, 256, batch_first=True, bidirectional=True)
+        self.rnn = getattr(torch.nn, cell)(16, hidden, batch_first=True, bidirectional=True)
 
     def forward(self, x):
         y, state = self.rnn(x)
@@ -231,7 +232,8 @@ class WideSequence(torch.nn.Module):
 
 for cell in ("LSTM", "GRU"):
     check_dtypes(cell, Sequence(cell).eval(), torch.randn(3, 5, 8))
-    check_dtypes(f"wide {cell}", WideSequence(cell).eval(), torch.randn(2, 7, 16))
+    check_dtypes(f"wide {cell}", WideSequence(cell, 256).eval(), torch.randn(2, 7, 16))
+    check_dtypes(f"one-block {cell}", WideSequence(cell, 128).eval(), torch.randn(1, 6, 16))
 
 
 def check_weight_only() -> None:

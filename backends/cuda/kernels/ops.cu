@@ -1335,6 +1335,71 @@ __global__ void recurrent_cell_kernel(bool lstm, const T* xg, const T* hg, const
   }
 }
 
+// Every step of a small recurrent layer in one block: a thread per (row, unit) keeps its cell in a
+// register, W_hh sits in shared memory transposed ([k][G * units]: a warp's units read adjacent
+// words), and the hidden state in two shared buffers, one read and one written per step.
+template <typename T>
+__global__ void __launch_bounds__(1024) recurrent_small_kernel(RecurrentLayer<T> p) {
+  extern __shared__ float shared[];
+  const int gates = p.lstm ? 4 : 3;
+  const int units = static_cast<int>(p.units), items = static_cast<int>(p.rows * p.units), width = gates * units;
+  float* wt = shared;                     // [units][width]
+  float* h_buf = shared + units * width;  // [2][items]
+  for (int i = threadIdx.x; i < width * units; i += blockDim.x) {
+    const int row = i / units, k = i - row * units;
+    wt[k * width + row] = ld(p.weight[i]);
+  }
+  for (int i = threadIdx.x; i < items; i += blockDim.x) h_buf[i] = ld(p.h0[i]);
+  const int item = threadIdx.x;
+  const bool active = item < items;
+  const int b = active ? item / units : 0, j = active ? item - b * units : 0;
+  float c = active && p.lstm ? ld(p.c0[item]) : 0.f, bias[4] = {};
+#pragma unroll
+  for (int g = 0; g < 4; ++g) {
+    if (g < gates && active && p.bias != nullptr) bias[g] = ld(p.bias[g * units + j]);
+  }
+  auto sigmoid = [](float v) { return 1.f / (1.f + expf(-v)); };
+  T out = st<T>(0.f);
+  __syncthreads();
+  for (int64_t s = 0; s < p.steps; ++s) {
+    const int64_t t = p.reverse ? p.steps - 1 - s : s;
+    const float* h = h_buf + (s & 1) * items;
+    if (active) {
+      const T* x = p.gates + (t * p.rows + b) * width + j;
+      float xg[4], acc[4] = {};
+#pragma unroll
+      for (int g = 0; g < 4; ++g) xg[g] = g < gates ? ld(x[g * units]) : 0.f;
+      const float* hb = h + b * units;
+      for (int k = 0; k < units; ++k) {
+        const float hk = hb[k];
+        const float* w = wt + k * width + j;
+#pragma unroll
+        for (int g = 0; g < 4; ++g) {
+          if (g < gates) acc[g] += hk * w[g * units];
+        }
+      }
+      float hg[4];
+#pragma unroll
+      for (int g = 0; g < 4; ++g) hg[g] = ld(st<T>(acc[g] + bias[g]));  // rounded as a matrix product's output
+      if (p.lstm) {
+        const float next = sigmoid(xg[1] + hg[1]) * c + sigmoid(xg[0] + hg[0]) * tanhf(xg[2] + hg[2]);
+        out = st<T>(sigmoid(xg[3] + hg[3]) * tanhf(next));
+        c = ld(st<T>(next));  // the cell is kept as the tensors' dtype holds it
+      } else {
+        const float z = sigmoid(xg[1] + hg[1]), n = tanhf(xg[2] + sigmoid(xg[0] + hg[0]) * hg[2]);
+        out = st<T>((1.f - z) * n + z * hb[j]);
+      }
+      h_buf[((s + 1) & 1) * items + item] = ld(out);
+      p.y[t * items + item] = out;
+    }
+    __syncthreads();
+  }
+  if (active) {
+    p.h_n[item] = out;
+    if (p.lstm) p.c_n[item] = st<T>(c);
+  }
+}
+
 // Steps [first, first + count) of a recurrent layer: one warp per (row, unit), its lanes splitting
 // the hidden gates' dot products; lane 0 applies the cell. Between steps (count > 1: one block
 // runs them all) a block barrier makes each step's hidden state visible to the next.
@@ -1474,11 +1539,36 @@ cudaError_t launch_recurrent_cell(bool lstm, const T* input_gates, const T* hidd
 // kernel spread over the device finishes sooner than one block, launch included.
 constexpr int64_t kOneBlockRecurrentWork = int64_t{1} << 18;
 
+// The shared memory a block may opt in to (227 KiB on H100), granted to recurrent_small_kernel<T>
+// once, before its first launch (a graph capture then only launches it).
+template <typename T>
+size_t recurrent_small_shared_limit() {
+  static const size_t limit = [] {
+    int device = 0, bytes = 48 << 10;
+    if (cudaGetDevice(&device) == cudaSuccess &&
+        cudaDeviceGetAttribute(&bytes, cudaDevAttrMaxSharedMemoryPerBlockOptin, device) == cudaSuccess &&
+        cudaFuncSetAttribute(recurrent_small_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes) ==
+            cudaSuccess) {
+      return static_cast<size_t>(bytes);
+    }
+    cudaGetLastError();
+    return size_t{48} << 10;
+  }();
+  return limit;
+}
+
 template <typename T>
 cudaError_t launch_recurrent_layer(const RecurrentLayer<T>& p, cudaStream_t stream) {
   const int64_t items = p.rows * p.units;
   if (p.steps <= 0 || items == 0) return p.steps < 0 ? cudaErrorInvalidValue : cudaSuccess;
-  if (items * (p.lstm ? 4 : 3) * p.units <= kOneBlockRecurrentWork) {
+  const int64_t width = (p.lstm ? 4 : 3) * p.units;
+  const size_t shared = static_cast<size_t>(width * p.units + 2 * items) * sizeof(float);
+  if (items <= 1024 && shared <= recurrent_small_shared_limit<T>()) {
+    const unsigned threads = static_cast<unsigned>((items + 31) / 32 * 32);
+    recurrent_small_kernel<<<1, threads, shared, stream>>>(p);
+    return cudaGetLastError();
+  }
+  if (items * width <= kOneBlockRecurrentWork) {
     recurrent_layer_kernel<<<1, 1024, 0, stream>>>(p, 0, p.steps);
     return cudaGetLastError();
   }

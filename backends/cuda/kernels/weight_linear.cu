@@ -80,19 +80,28 @@ __global__ void weight_gemv_kernel(const T* x, const uint8_t* w, const float* sc
   }
 }
 
+// The weights dequantized and transposed, out [k, n] (the matrix product's operand is contiguous):
+// a 32 x 32 tile read along the weight rows, written along the output's.
 template <typename T, bool kInt4>
 __global__ void dequantize_kernel(const uint8_t* w, const float* scales, int64_t group, T* out, int64_t n, int64_t k) {
-  const int64_t total = n * k;
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < total;
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const int64_t c = i / k, col = i - c * k;
+  __shared__ float tile[32][33];
+  const int64_t c0 = static_cast<int64_t>(blockIdx.y) * 32, k0 = static_cast<int64_t>(blockIdx.x) * 32;
+  for (int i = threadIdx.y; i < 32; i += blockDim.y) {
+    const int64_t c = c0 + i, col = k0 + threadIdx.x;
+    if (c >= n || col >= k) continue;
+    float v;
     if (kInt4) {
       const uint8_t byte = w[c * (k / 2) + col / 2];
-      const float q = static_cast<float>((col & 1) ? byte >> 4 : byte & 0x0F) - 8.f;
-      out[i] = st<T>(q * scales[c * (k / group) + col / group]);
+      v = (static_cast<float>((col & 1) ? byte >> 4 : byte & 0x0F) - 8.f) * scales[c * (k / group) + col / group];
     } else {
-      out[i] = st<T>(static_cast<float>(static_cast<int8_t>(w[i])) * scales[c]);
+      v = static_cast<float>(static_cast<int8_t>(w[c * k + col])) * scales[c];
     }
+    tile[i][threadIdx.x] = v;
+  }
+  __syncthreads();
+  for (int i = threadIdx.y; i < 32; i += blockDim.y) {
+    const int64_t col = k0 + i, c = c0 + threadIdx.x;
+    if (c < n && col < k) out[col * n + c] = st<T>(tile[threadIdx.x][i]);
   }
 }
 
@@ -112,8 +121,9 @@ template <typename T, bool kInt4>
 cudaError_t launch_dequantize(const uint8_t* w, const float* scales, int64_t group, T* out, int64_t n, int64_t k,
                               cudaStream_t stream) {
   if (n * k == 0) return cudaSuccess;
-  const int64_t blocks = std::min<int64_t>((n * k + 255) / 256, 65536);
-  dequantize_kernel<T, kInt4><<<static_cast<unsigned>(blocks), 256, 0, stream>>>(w, scales, group, out, n, k);
+  if ((n + 31) / 32 > 65535) return cudaErrorInvalidValue;
+  const dim3 blocks(static_cast<unsigned>((k + 31) / 32), static_cast<unsigned>((n + 31) / 32)), threads(32, 8);
+  dequantize_kernel<T, kInt4><<<blocks, threads, 0, stream>>>(w, scales, group, out, n, k);
   return cudaGetLastError();
 }
 

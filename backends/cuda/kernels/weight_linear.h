@@ -29,7 +29,7 @@ template <typename T>
 cudaError_t launch_int4_gemv(const T* x, const uint8_t* q, const float* scales, int64_t group, const T* bias, T* y,
                              int64_t rows, int64_t n, int64_t k, cudaStream_t stream);
 
-// The weights as T [n, k] (each value rounded to T), for a matrix product on more rows.
+// The weights transposed as T [k, n] (each value rounded to T), for a matrix product on more rows.
 template <typename T>
 cudaError_t launch_dequantize_int8(const int8_t* w, const float* scale, T* out, int64_t n, int64_t k,
                                    cudaStream_t stream);

@@ -124,7 +124,7 @@ Error shim_view(EValue* v, ShimTensor* shim, int dim = -1, const int64_t* sizes 
 
 // A weight-only quantized linear layer on more rows than its GEMV kernels take: its weights are
 // dequantized into the delegate's shared workspace, then one matrix product (tensor cores) reads
-// them. Shims: x as [rows, k], the weights as [k, n] (transposed), y as [rows, n], the bias.
+// them. Shims: x as [rows, k], the weights as [k, n] (dequantized transposed), y as [rows, n], the bias.
 bool dequantizes(const Op& op) {
   return (op.plan.kind == OpKind::Int8WeightLinear || op.plan.kind == OpKind::Int4Linear) &&
          op.plan.ints[0] > kWeightGemvMaxRows;
@@ -134,7 +134,7 @@ size_t dequantized_bytes(const Op& op) {
 }
 Error prepare_dequantized_product(Op& op, void* workspace) {
   const int64_t rows = op.plan.ints[0], n = op.plan.ints[1], k = op.plan.ints[2];
-  const int64_t x_sizes[] = {rows, k}, x_strides[] = {k, 1}, w_sizes[] = {k, n}, w_strides[] = {1, k},
+  const int64_t x_sizes[] = {rows, k}, x_strides[] = {k, 1}, w_sizes[] = {k, n}, w_strides[] = {n, 1},
                 y_sizes[] = {rows, n}, y_strides[] = {n, 1};
   const size_t bias = op.plan.kind == OpKind::Int4Linear ? 4 : 3;
   op.shim.clear();
