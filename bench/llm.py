@@ -181,7 +181,7 @@ def bound_tokens_per_second(model: torch.nn.Module, args: argparse.Namespace) ->
     embedding = model.get_input_embeddings().weight
     tensors = [*model.parameters(), *(b for b in model.buffers() if b is not None)]  # quantized weights are buffers
     weights = sum(p.numel() * p.element_size() for p in tensors if p is not embedding)
-    if model.get_output_embeddings().weight is embedding:  # tied: the head reads the table
+    if getattr(model.get_output_embeddings(), "weight", None) is embedding:  # tied: the head reads the table
         weights += embedding.numel() * embedding.element_size()
     head_dim = args.hidden // args.heads
     position = args.prompt + args.new // 2
