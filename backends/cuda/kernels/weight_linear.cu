@@ -3,6 +3,7 @@
 #include <executorch/backends/cuda/kernels/convert.cuh>
 
 #include <algorithm>
+#include <cstdint>
 
 namespace executorch {
 namespace backends {
@@ -28,13 +29,20 @@ __device__ __forceinline__ void load8(const H* p, float* v) {
 #pragma unroll
   for (int i = 0; i < 8; ++i) v[i] = ld(h[i]);
 }
+// ... or element by element, where x does not start 16-byte aligned (a caller's tensor at an offset).
+template <typename T>
+__device__ __forceinline__ void load8(const T* p, float* v, bool aligned) {
+  if (aligned) return load8(p, v);
+#pragma unroll
+  for (int i = 0; i < 8; ++i) v[i] = ld(p[i]);
+}
 
 // Each warp computes feature c of every row: a lane reads 16 bytes of its weights at a time (16
 // int8 or 32 int4 values, one int4 group) and the matching x of each row; the rows' sums are
 // reduced across the warp at the end.
 template <typename T, bool kInt4>
-__global__ void weight_gemv_kernel(const T* x, const uint8_t* w, const float* scales, int64_t group, const T* bias,
-                                   T* y, int rows, int64_t n, int64_t k) {
+__global__ void weight_gemv_kernel(const T* x, bool x_aligned, const uint8_t* w, const float* scales, int64_t group,
+                                   const T* bias, T* y, int rows, int64_t n, int64_t k) {
   const int lane = threadIdx.x & 31;
   const int64_t c = static_cast<int64_t>(blockIdx.x) * kWarps + (threadIdx.x >> 5);
   if (c >= n) return;
@@ -63,7 +71,7 @@ __global__ void weight_gemv_kernel(const T* x, const uint8_t* w, const float* sc
 #pragma unroll
       for (int j = 0; j < kPerLoad; j += 8) {
         float xv[8];
-        load8(xr + j, xv);
+        load8(xr + j, xv, x_aligned);
 #pragma unroll
         for (int i = 0; i < 8; ++i) sum += xv[i] * wv[j + i];
       }
@@ -108,12 +116,14 @@ __global__ void dequantize_kernel(const uint8_t* w, const float* scales, int64_t
 template <typename T, bool kInt4>
 cudaError_t launch_gemv(const T* x, const uint8_t* w, const float* scales, int64_t group, const T* bias, T* y,
                         int64_t rows, int64_t n, int64_t k, cudaStream_t stream) {
-  if (rows < 1 || rows > kWeightGemvMaxRows || k % 32 != 0 || (kInt4 && (group % 32 != 0 || k % group != 0))) {
+  if (rows < 1 || rows > kWeightGemvMaxRows || k % 32 != 0 || (kInt4 && (group % 32 != 0 || k % group != 0)) ||
+      reinterpret_cast<uintptr_t>(w) % 16 != 0) {
     return cudaErrorInvalidValue;
   }
+  const bool x_aligned = reinterpret_cast<uintptr_t>(x) % 16 == 0;  // then so is every row: k % 32 == 0
   if (n == 0) return cudaSuccess;
   weight_gemv_kernel<T, kInt4><<<static_cast<unsigned>((n + kWarps - 1) / kWarps), kWarps * 32, 0, stream>>>(
-      x, w, scales, group, bias, y, static_cast<int>(rows), n, k);
+      x, x_aligned, w, scales, group, bias, y, static_cast<int>(rows), n, k);
   return cudaGetLastError();
 }
 

@@ -15,8 +15,9 @@ namespace cuda {
 //   int8: y[r, c] = sum_k x[r, k] * w[c, k] * scale[c] (+ bias[c]); w int8 [n, k], scale float32 [n]
 //   int4: y[r, c] = sum_k x[r, k] * (q[c, k] - 8) * scales[c, k / group] (+ bias[c]); q packed two to
 //         a byte [n, k / 2] (column 2i in the low nibble), scales float32 [n, k / group]
-// k is a multiple of 32 and group a multiple of 32; every pointer 16-byte aligned. All pointers are
-// device memory; each launches on `stream` and returns the launch status.
+// k is a multiple of 32 and group a multiple of 32; the weights 16-byte aligned (x may be
+// anywhere). All pointers are device memory; each launches on `stream` and returns the launch
+// status.
 
 // Up to this many rows (decode steps), one pass reads each weight once for every row.
 constexpr int64_t kWeightGemvMaxRows = 8;
