@@ -419,6 +419,24 @@ PYBIND11_MODULE(_C, m) {
         "For each instruction of the program: '' where CudaBackend can run it, else why not. Needs no GPU.");
   m.def("xnnpack_explain_instructions", explain(&executorch::backends::xnnpack::explain_instructions, "XnnpackBackend"),
         py::arg("program"), "For each instruction of the program: '' where XnnpackBackend can run it, else why not.");
+  m.def(
+      "cuda_read_aoti_payload",
+      [](const py::bytes& data, int device_arch) {
+        const std::string_view view = data;
+        auto loader = unwrap(rt::OwnedBufferDataLoader::copy_of(view.data(), view.size()), "copying the payload");
+        auto program = unwrap(rt::Program::load(std::move(loader)), "loading the payload");
+        auto payload = unwrap(executorch::backends::cuda::read_aoti_payload(*program, device_arch),
+                              "reading the AOTInductor payload");
+        py::dict info;
+        info["torch_version"] = payload.torch_version;
+        info["archs"] = payload.archs;
+        info["constants"] = payload.constant_names;
+        info["library"] = py::bytes(reinterpret_cast<const char*>(payload.library.data()), payload.library.size());
+        return info;
+      },
+      py::arg("payload"), py::arg("device_arch") = 0,
+      "What an AOTInductor payload holds, as CudaBackend reads and checks it (device_arch 90: an sm_90 "
+      "device; 0: any). Needs no GPU.");
   m.def("load_program_bytes", &load_program_bytes, py::arg("data"));
   m.def("load_program_file", &load_program_file, py::arg("path"));
 

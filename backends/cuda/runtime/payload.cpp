@@ -1257,6 +1257,75 @@ runtime::Result<std::vector<std::string>> explain_instructions(Span<const uint8_
   });
 }
 
+namespace {
+
+std::vector<std::string> split(const std::string& text, char separator) {
+  std::vector<std::string> parts;
+  size_t start = 0;
+  for (size_t at; (at = text.find(separator, start)) != std::string::npos; start = at + 1) {
+    parts.push_back(text.substr(start, at - start));
+  }
+  parts.push_back(text.substr(start));
+  return parts;
+}
+
+}  // namespace
+
+bool is_aoti_payload(const runtime::Program& program) { return program.metadata("aoti_library_segment") != nullptr; }
+
+runtime::Result<AotiPayload> read_aoti_payload(const runtime::Program& program, int device_arch) {
+  const char* keys[] = {"aoti_library_segment", "aoti_library_bytes", "aoti_torch_version", "aoti_cuda_archs",
+                        "aoti_constants"};
+  for (const char* key : keys) {
+    PAYLOAD_CHECK(program.metadata(key) != nullptr, "%s AOTInductor payload: metadata '%s' is missing",
+                  kCudaBackendName, key);
+  }
+  AotiPayload payload;
+  payload.torch_version = program.metadata("aoti_torch_version");
+  const std::string release(kAotiTorchRelease);
+  const std::string& v = payload.torch_version;
+  ET_CHECK_OR_RETURN(v.compare(0, release.size(), release) == 0 &&
+                         (v.size() == release.size() || v[release.size()] == '.' || v[release.size()] == '+'),
+                     Error::NotSupported,
+                     "%s: the AOTInductor payload was built by torch %s; this build runs code of torch %s",
+                     kCudaBackendName, v.c_str(), kAotiTorchRelease);
+  payload.archs = split(program.metadata("aoti_cuda_archs"), ',');
+  for (const std::string& a : payload.archs) {
+    PAYLOAD_CHECK(
+        a.size() > 3 && a.compare(0, 3, "sm_") == 0 && a.find_first_not_of("0123456789", 3) == std::string::npos,
+        "%s AOTInductor payload: architecture '%s' is not sm_<number>", kCudaBackendName, a.c_str());
+  }
+  if (device_arch > 0) {
+    const std::string wanted = "sm_" + std::to_string(device_arch);
+    ET_CHECK_OR_RETURN(std::find(payload.archs.begin(), payload.archs.end(), wanted) != payload.archs.end(),
+                       Error::NotSupported, "%s: the AOTInductor payload has kernels for %s; this device is %s",
+                       kCudaBackendName, program.metadata("aoti_cuda_archs"), wanted.c_str());
+  }
+  const std::string segment = program.metadata("aoti_library_segment"), bytes = program.metadata("aoti_library_bytes");
+  for (const std::string* number : {&segment, &bytes}) {
+    PAYLOAD_CHECK(
+        !number->empty() && number->size() < 16 && number->find_first_not_of("0123456789") == std::string::npos,
+        "%s AOTInductor payload: library segment and size '%s' are not numbers", kCudaBackendName, number->c_str());
+  }
+  // Digits only, fewer than 16: no overflow. (Not strtoull: glibc 2.38's headers bind it to a symbol
+  // the wheel's manylinux_2_34 floor lacks.)
+  const auto number = [](const std::string& digits) {
+    uint64_t n = 0;
+    for (char ch : digits) n = n * 10 + static_cast<uint64_t>(ch - '0');
+    return n;
+  };
+  auto library = program.segment_data(static_cast<size_t>(number(segment)), 0, number(bytes));
+  if (!library.ok()) return ET_ERROR_CONTEXT(library.error(), "%s AOTInductor payload: the library", kCudaBackendName);
+  payload.library = library.get();
+  PAYLOAD_CHECK(!payload.library.empty(), "%s AOTInductor payload: the library is empty", kCudaBackendName);
+  const std::string names = program.metadata("aoti_constants");
+  if (!names.empty()) payload.constant_names = split(names, '\n');
+  for (const std::string& name : payload.constant_names) {
+    PAYLOAD_CHECK(!name.empty(), "%s AOTInductor payload: an empty constant name", kCudaBackendName);
+  }
+  return payload;
+}
+
 }  // namespace cuda
 }  // namespace backends
 }  // namespace executorch

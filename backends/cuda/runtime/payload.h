@@ -11,6 +11,7 @@
 #include <executorch/runtime/core/evalue.h>
 #include <executorch/runtime/core/result.h>
 #include <executorch/runtime/core/span.h>
+#include <executorch/runtime/executor/program.h>
 #include <executorch/runtime/platform/export.h>
 
 namespace executorch {
@@ -138,6 +139,27 @@ runtime::Result<size_t> check_payload(runtime::Span<const uint8_t> payload, uint
 // empty string where CudaBackend can run it, otherwise why not. The exporter's partitioner asks
 // this, so what it delegates is exactly what init accepts.
 EXECUTORCH_API runtime::Result<std::vector<std::string>> explain_instructions(runtime::Span<const uint8_t> program);
+
+// An AOTInductor payload (docs/program_format.md, "AOTInductor payloads"): a program whose method
+// declares the model's inputs, outputs and constants, with the model library (the .so PyTorch's
+// AOT compile makes) in one of its segments and what built it in its metadata.
+struct AotiPayload {
+  Span<const uint8_t> library;              // the library's bytes, inside the program's data
+  std::string torch_version;                // of the torch that compiled it: "2.11.0+cu130"
+  std::vector<std::string> archs;           // the GPU architectures its kernels are built for: "sm_90"
+  std::vector<std::string> constant_names;  // the container's name of each constant tensor, in value order
+};
+
+// The torch release (major.minor) whose generated code the shim library serves.
+constexpr const char* kAotiTorchRelease = "2.11";
+
+// Whether `program` is an AOTInductor payload (it names its library in its metadata).
+EXECUTORCH_API bool is_aoti_payload(const runtime::Program& program);
+
+// Reads and checks an AOTInductor payload: InvalidProgram where metadata is missing or malformed,
+// or the library segment lies outside the program; NotSupported, naming both, where another torch
+// release built it or (device_arch > 0, e.g. 90 for sm_90) it has no kernels for this device.
+EXECUTORCH_API runtime::Result<AotiPayload> read_aoti_payload(const runtime::Program& program, int device_arch);
 
 }  // namespace cuda
 }  // namespace backends

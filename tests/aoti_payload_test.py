@@ -1,0 +1,84 @@
+"""AOTInductor payloads (executorch/export/_aoti.py, docs/program_format.md) as CudaBackend reads
+them (backends/cuda/runtime/payload.cpp, read_aoti_payload): what was packed reads back, and a
+payload of another torch release, without kernels for the device, with its library outside the
+program or metadata missing is refused with a message naming what is wrong. Needs no GPU."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from tests.flags import preload_cuda_runtime
+
+torch = pytest.importorskip("torch", reason="torch is not installed in the test interpreter")
+preload_cuda_runtime()
+
+from executorch.export._aoti import aoti_payload  # noqa: E402
+from executorch.runtime import ExecutorchError, _C  # noqa: E402
+from executorch.serialization.pte import deserialize, serialize  # noqa: E402
+
+LIBRARY = b"\x7fELF" + bytes(range(256)) * 3  # read as bytes here; loading checks the ELF (aoti_library_test)
+
+
+def payload(**changes: Any) -> bytes:
+    args: dict[str, Any] = dict(
+        library=LIBRARY,
+        constants=[("fc_weight", torch.arange(6.0).reshape(2, 3)), ("fc_bias", torch.ones(3, dtype=torch.bfloat16))],
+        inputs=[torch.zeros(4, 2)], outputs=[torch.zeros(4, 3)], torch_version="2.11.0+cu130",
+        cuda_archs=["sm_90", "sm_100"])
+    return aoti_payload(**{**args, **changes})
+
+
+def with_metadata(pte: bytes, key: str, value: str | None) -> bytes:
+    spec = deserialize(pte)
+    if value is None:
+        del spec.metadata[key]
+    else:
+        spec.metadata[key] = value
+    return serialize(spec)
+
+
+def test_what_was_packed_reads_back() -> None:
+    info = _C.cuda_read_aoti_payload(payload(), 90)
+    assert info == {"torch_version": "2.11.0+cu130", "archs": ["sm_90", "sm_100"],
+                    "constants": ["fc_weight", "fc_bias"], "library": LIBRARY}
+    assert _C.cuda_read_aoti_payload(payload(torch_version="2.11"), 0)["archs"] == ["sm_90", "sm_100"]
+    # The payload is a program: its method declares the model's inputs and outputs.
+    method = _C.load_program_bytes(payload()).load_method("forward")
+    assert method.input_meta() == [("float32", [4, 2])]
+    assert [m[:2] for m in method.output_meta()] == [("float32", [4, 3])]
+
+
+@pytest.mark.parametrize("version", ["2.10.1", "2.110.0", "3.11.0"])
+def test_another_torch_release_is_refused_naming_both(version: str) -> None:
+    with pytest.raises(ExecutorchError, match=f"built by torch {version}; this build runs code of torch 2.11"):
+        _C.cuda_read_aoti_payload(payload(torch_version=version), 90)
+
+
+def test_a_device_without_kernels_is_refused_naming_both() -> None:
+    with pytest.raises(ExecutorchError, match="has kernels for sm_90,sm_100; this device is sm_80"):
+        _C.cuda_read_aoti_payload(payload(), 80)
+
+
+@pytest.mark.parametrize("key, value, message", [
+    ("aoti_library_bytes", str(len(LIBRARY) + 1), "outside segment 1"),
+    ("aoti_library_segment", "7", "segment 7 does not exist"),
+    ("aoti_library_segment", "-1", "are not numbers"),
+    ("aoti_cuda_archs", "90", "architecture '90' is not sm_<number>"),
+    ("aoti_constants", "fc_weight\n\nfc_bias", "an empty constant name"),
+    ("aoti_torch_version", None, "metadata 'aoti_torch_version' is missing"),
+    ("aoti_constants", None, "metadata 'aoti_constants' is missing"),
+])
+def test_malformed_payloads_are_refused(key: str, value: str | None, message: str) -> None:
+    with pytest.raises(ExecutorchError, match=message):
+        _C.cuda_read_aoti_payload(with_metadata(payload(), key, value), 90)
+
+
+def test_truncated_payloads_are_refused() -> None:
+    whole = payload()
+    for size in (0, 16, len(whole) // 2, len(whole) - 1):
+        with pytest.raises(ExecutorchError):
+            _C.cuda_read_aoti_payload(whole[:size], 90)
+    with pytest.raises(ValueError, match="the model library is empty"):
+        payload(library=b"")
