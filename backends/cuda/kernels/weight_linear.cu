@@ -116,12 +116,12 @@ __global__ void dequantize_kernel(const uint8_t* w, const float* scales, int64_t
 template <typename T, bool kInt4>
 cudaError_t launch_gemv(const T* x, const uint8_t* w, const float* scales, int64_t group, const T* bias, T* y,
                         int64_t rows, int64_t n, int64_t k, cudaStream_t stream) {
-  if (rows < 1 || rows > kWeightGemvMaxRows || k % 32 != 0 || (kInt4 && (group % 32 != 0 || k % group != 0)) ||
+  if (rows == 0 || n == 0) return cudaSuccess;  // an empty batch or layer
+  if (rows < 0 || rows > kWeightGemvMaxRows || k % 32 != 0 || (kInt4 && (group % 32 != 0 || k % group != 0)) ||
       reinterpret_cast<uintptr_t>(w) % 16 != 0) {
     return cudaErrorInvalidValue;
   }
   const bool x_aligned = reinterpret_cast<uintptr_t>(x) % 16 == 0;  // then so is every row: k % 32 == 0
-  if (n == 0) return cudaSuccess;
   weight_gemv_kernel<T, kInt4><<<static_cast<unsigned>((n + kWarps - 1) / kWarps), kWarps * 32, 0, stream>>>(
       x, x_aligned, w, scales, group, bias, y, static_cast<int>(rows), n, k);
   return cudaGetLastError();
