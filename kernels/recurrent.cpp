@@ -14,6 +14,33 @@ namespace {
 
 float sigmoid(float x) { return 1.f / (1.f + std::exp(-x)); }
 
+// The cell arithmetic of one unit from its input and hidden gate pre-activations xg and hg (i, f, g,
+// o or r, z, n): returns the new hidden state. `state` is an LSTM's previous cell (its new one goes
+// to *cell) or a GRU's previous hidden state.
+float recurrent_unit(bool lstm, const float* xg, const float* hg, float state, float* cell) {
+  if (lstm) {
+    const float c = sigmoid(xg[1] + hg[1]) * state + sigmoid(xg[0] + hg[0]) * std::tanh(xg[2] + hg[2]);
+    *cell = c;
+    return sigmoid(xg[3] + hg[3]) * std::tanh(c);
+  }
+  const float z = sigmoid(xg[1] + hg[1]), n = std::tanh(xg[2] + sigmoid(xg[0] + hg[0]) * hg[2]);
+  return (1.f - z) * n + z * state;
+}
+
+// One cell step over every (row, unit) from contiguous gates [rows, G * h].
+void cell_step(bool lstm, const float* xg, const float* hg, const float* state, float* h_out, float* c_out,
+               int64_t rows, int64_t h) {
+  const int64_t gates = lstm ? 4 : 3;
+  for (int64_t b = 0; b < rows; ++b) {
+    for (int64_t j = 0; j < h; ++j) {
+      float x[4] = {}, y[4] = {}, c = 0.f;
+      for (int64_t g = 0; g < gates; ++g) x[g] = xg[(b * gates + g) * h + j], y[g] = hg[(b * gates + g) * h + j];
+      h_out[b * h + j] = recurrent_unit(lstm, x, y, state[b * h + j], &c);
+      if (lstm) c_out[b * h + j] = c;
+    }
+  }
+}
+
 // Checks a cell call: args = (input_gates [B, G*H], hidden_gates [B, G*H], state [B, H], outputs
 // [B, H]...), all float32 and contiguous. Sets rows B and width H.
 Error check_cell(Args args, size_t outputs, int64_t gates, const char* op, int64_t* rows, int64_t* width) {
@@ -44,22 +71,9 @@ Error lstm_cell(KernelRuntimeContext&, Args args) {
   const char* op = "executorch::lstm_cell";
   int64_t rows = 0, h = 0;
   ET_TRY(check_cell(args, 2, 4, op, &rows, &h));
-  const float* xg = args[0]->to_tensor().data_ptr<float>();
-  const float* hg = args[1]->to_tensor().data_ptr<float>();
-  const float* c = args[2]->to_tensor().data_ptr<float>();
-  float* h_out = args[3]->to_tensor().data_ptr<float>();
-  float* c_out = args[4]->to_tensor().data_ptr<float>();
-  for (int64_t b = 0; b < rows; ++b) {
-    const float* x = xg + b * 4 * h;
-    const float* y = hg + b * 4 * h;
-    for (int64_t j = 0; j < h; ++j) {
-      const float i = sigmoid(x[j] + y[j]), f = sigmoid(x[h + j] + y[h + j]);
-      const float g = std::tanh(x[2 * h + j] + y[2 * h + j]), o = sigmoid(x[3 * h + j] + y[3 * h + j]);
-      const float next = f * c[b * h + j] + i * g;
-      c_out[b * h + j] = next;
-      h_out[b * h + j] = o * std::tanh(next);
-    }
-  }
+  cell_step(true, args[0]->to_tensor().data_ptr<float>(), args[1]->to_tensor().data_ptr<float>(),
+            args[2]->to_tensor().data_ptr<float>(), args[3]->to_tensor().data_ptr<float>(),
+            args[4]->to_tensor().data_ptr<float>(), rows, h);
   return Error::Ok;
 }
 
@@ -69,19 +83,8 @@ Error gru_cell(KernelRuntimeContext&, Args args) {
   const char* op = "executorch::gru_cell";
   int64_t rows = 0, h = 0;
   ET_TRY(check_cell(args, 1, 3, op, &rows, &h));
-  const float* xg = args[0]->to_tensor().data_ptr<float>();
-  const float* hg = args[1]->to_tensor().data_ptr<float>();
-  const float* prev = args[2]->to_tensor().data_ptr<float>();
-  float* out = args[3]->to_tensor().data_ptr<float>();
-  for (int64_t b = 0; b < rows; ++b) {
-    const float* x = xg + b * 3 * h;
-    const float* y = hg + b * 3 * h;
-    for (int64_t j = 0; j < h; ++j) {
-      const float r = sigmoid(x[j] + y[j]), z = sigmoid(x[h + j] + y[h + j]);
-      const float n = std::tanh(x[2 * h + j] + r * y[2 * h + j]);
-      out[b * h + j] = (1.f - z) * n + z * prev[b * h + j];
-    }
-  }
+  cell_step(false, args[0]->to_tensor().data_ptr<float>(), args[1]->to_tensor().data_ptr<float>(),
+            args[2]->to_tensor().data_ptr<float>(), args[3]->to_tensor().data_ptr<float>(), nullptr, rows, h);
   return Error::Ok;
 }
 
@@ -126,25 +129,17 @@ Error recurrent_layer(Args args, bool lstm) {
     for (int64_t r = 0; r < rows; ++r) {
       const float* hp = prev + r * h;
       for (int64_t j = 0; j < h; ++j) {
-        float a[4];  // this unit's gates: input projection plus hidden projection
-        float hg[4];
+        float x[4] = {}, hg[4] = {}, c = 0.f;  // this unit's input and hidden projections
         for (int64_t g = 0; g < gates; ++g) {
           const float* row = wd + (g * h + j) * h;
           float dot = bd != nullptr ? bd[g * h + j] : 0.f;
           for (int64_t k = 0; k < h; ++k) dot += hp[k] * row[k];
           hg[g] = dot;
-          a[g] = xg[r * gates * h + g * h + j] + dot;
+          x[g] = xg[r * gates * h + g * h + j];
         }
         const int64_t i = r * h + j;
-        if (lstm) {
-          const float c = sigmoid(a[1]) * c_prev[i] + sigmoid(a[0]) * std::tanh(a[2]);
-          cn->data_ptr<float>()[i] = c;
-          out[i] = sigmoid(a[3]) * std::tanh(c);
-        } else {
-          const float z = sigmoid(a[1]);
-          const float n = std::tanh(xg[r * gates * h + 2 * h + j] + sigmoid(a[0]) * hg[2]);
-          out[i] = (1.f - z) * n + z * hp[j];
-        }
+        out[i] = recurrent_unit(lstm, x, hg, lstm ? c_prev[i] : hp[j], &c);
+        if (lstm) cn->data_ptr<float>()[i] = c;
       }
     }
   }

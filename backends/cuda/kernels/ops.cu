@@ -1311,6 +1311,20 @@ __global__ void gather_kernel(const E* __restrict__ self, const void* __restrict
   out[i] = self[offset];
 }
 
+// The cell arithmetic of one unit (docs/program_format.md), in float32, from its input and hidden
+// gate pre-activations xg and hg (i, f, g, o or r, z, n): returns the new hidden state. `state` is
+// an LSTM's previous cell (its new one goes to *cell) or a GRU's previous hidden state.
+__device__ __forceinline__ float recurrent_unit(bool lstm, const float* xg, const float* hg, float state, float* cell) {
+  auto sigmoid = [](float v) { return 1.f / (1.f + expf(-v)); };
+  if (lstm) {
+    const float c = sigmoid(xg[1] + hg[1]) * state + sigmoid(xg[0] + hg[0]) * tanhf(xg[2] + hg[2]);
+    *cell = c;
+    return sigmoid(xg[3] + hg[3]) * tanhf(c);
+  }
+  const float z = sigmoid(xg[1] + hg[1]), n = tanhf(xg[2] + sigmoid(xg[0] + hg[0]) * hg[2]);
+  return (1.f - z) * n + z * state;
+}
+
 // One thread per (row, unit) of a recurrent cell; gate pre-activations summed in float32.
 template <typename T>
 __global__ void recurrent_cell_kernel(bool lstm, const T* xg, const T* hg, const T* state, T* h_out, T* c_out,
@@ -1318,21 +1332,14 @@ __global__ void recurrent_cell_kernel(bool lstm, const T* xg, const T* hg, const
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= total) return;
   const int64_t b = i / width, j = i - b * width;
-  const int64_t gates = lstm ? 4 : 3;
-  const T* x = xg + b * gates * width + j;
-  const T* y = hg + b * gates * width + j;
-  auto sigmoid = [](float v) { return 1.f / (1.f + expf(-v)); };
-  if (lstm) {
-    const float in = sigmoid(ld(x[0]) + ld(y[0])), forget = sigmoid(ld(x[width]) + ld(y[width]));
-    const float g = tanhf(ld(x[2 * width]) + ld(y[2 * width])), out = sigmoid(ld(x[3 * width]) + ld(y[3 * width]));
-    const float c = forget * ld(state[i]) + in * g;
-    c_out[i] = st<T>(c);
-    h_out[i] = st<T>(out * tanhf(c));
-  } else {
-    const float r = sigmoid(ld(x[0]) + ld(y[0])), z = sigmoid(ld(x[width]) + ld(y[width]));
-    const float n = tanhf(ld(x[2 * width]) + r * ld(y[2 * width]));
-    h_out[i] = st<T>((1.f - z) * n + z * ld(state[i]));
+  const int gates = lstm ? 4 : 3;
+  float x[4] = {}, y[4] = {}, c = 0.f;
+  for (int g = 0; g < gates; ++g) {
+    x[g] = ld(xg[(b * gates + g) * width + j]);
+    y[g] = ld(hg[(b * gates + g) * width + j]);
   }
+  h_out[i] = st<T>(recurrent_unit(lstm, x, y, ld(state[i]), &c));
+  if (lstm) c_out[i] = st<T>(c);
 }
 
 // Every step of a small recurrent layer in one block: a thread per (row, unit) keeps its cell in a
@@ -1358,7 +1365,6 @@ __global__ void __launch_bounds__(1024) recurrent_small_kernel(RecurrentLayer<T>
   for (int g = 0; g < 4; ++g) {
     if (g < gates && active && p.bias != nullptr) bias[g] = ld(p.bias[g * units + j]);
   }
-  auto sigmoid = [](float v) { return 1.f / (1.f + expf(-v)); };
   T out = st<T>(0.f);
   __syncthreads();
   for (int64_t s = 0; s < p.steps; ++s) {
@@ -1378,17 +1384,11 @@ __global__ void __launch_bounds__(1024) recurrent_small_kernel(RecurrentLayer<T>
           if (g < gates) acc[g] += hk * w[g * units];
         }
       }
-      float hg[4];
+      float hg[4], next = 0.f;
 #pragma unroll
       for (int g = 0; g < 4; ++g) hg[g] = ld(st<T>(acc[g] + bias[g]));  // rounded as a matrix product's output
-      if (p.lstm) {
-        const float next = sigmoid(xg[1] + hg[1]) * c + sigmoid(xg[0] + hg[0]) * tanhf(xg[2] + hg[2]);
-        out = st<T>(sigmoid(xg[3] + hg[3]) * tanhf(next));
-        c = ld(st<T>(next));  // the cell is kept as the tensors' dtype holds it
-      } else {
-        const float z = sigmoid(xg[1] + hg[1]), n = tanhf(xg[2] + sigmoid(xg[0] + hg[0]) * hg[2]);
-        out = st<T>((1.f - z) * n + z * hb[j]);
-      }
+      out = st<T>(recurrent_unit(p.lstm, xg, hg, p.lstm ? c : hb[j], &next));
+      if (p.lstm) c = ld(st<T>(next));  // the cell is kept as the tensors' dtype holds it
       h_buf[((s + 1) & 1) * items + item] = ld(out);
       p.y[t * items + item] = out;
     }
@@ -1409,7 +1409,6 @@ __global__ void __launch_bounds__(1024) recurrent_layer_kernel(RecurrentLayer<T>
   const int64_t warps = (static_cast<int64_t>(gridDim.x) * blockDim.x) >> 5;
   const int gates = p.lstm ? 4 : 3;
   const int64_t units = p.units, items = p.rows * units;
-  auto sigmoid = [](float v) { return 1.f / (1.f + expf(-v)); };
   for (int64_t s = first; s < first + count; ++s) {
     const int64_t t = p.reverse ? p.steps - 1 - s : s;
     const T* prev = s == 0 ? p.h0 : p.y + (p.reverse ? t + 1 : t - 1) * items;
@@ -1430,22 +1429,15 @@ __global__ void __launch_bounds__(1024) recurrent_layer_kernel(RecurrentLayer<T>
       for (int g = 0; g < 4; ++g) acc[g] = warp_sum(acc[g]);
       if (lane != 0) continue;
       const T* x = p.gates + (t * p.rows + b) * gates * units + j;
-      float hg[4], a[4];
+      float xg[4] = {}, hg[4] = {}, c = 0.f;
 #pragma unroll
       for (int g = 0; g < 4; ++g) {
         if (g >= gates) continue;
         hg[g] = ld(st<T>(acc[g] + (p.bias != nullptr ? ld(p.bias[g * units + j]) : 0.f)));
-        a[g] = ld(x[g * units]) + hg[g];
+        xg[g] = ld(x[g * units]);
       }
-      T out;
-      if (p.lstm) {
-        const float c = sigmoid(a[1]) * ld(c_prev[item]) + sigmoid(a[0]) * tanhf(a[2]);
-        p.c_n[item] = st<T>(c);
-        out = st<T>(sigmoid(a[3]) * tanhf(c));
-      } else {
-        const float z = sigmoid(a[1]), n = tanhf(ld(x[2 * units]) + sigmoid(a[0]) * hg[2]);
-        out = st<T>((1.f - z) * n + z * ld(h[j]));
-      }
+      const T out = st<T>(recurrent_unit(p.lstm, xg, hg, p.lstm ? ld(c_prev[item]) : ld(h[j]), &c));
+      if (p.lstm) p.c_n[item] = st<T>(c);
       p.y[t * items + item] = out;
       if (s == p.steps - 1) p.h_n[item] = out;
     }

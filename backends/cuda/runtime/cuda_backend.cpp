@@ -1725,17 +1725,23 @@ cudaDataType cudnn_type(runtime::ScalarType t) {
   return t == runtime::ScalarType::Half ? CUDA_R_16F : t == runtime::ScalarType::BFloat16 ? CUDA_R_16BF : CUDA_R_32F;
 }
 
-// Grows the delegate's shared cuDNN workspace to `conv`'s need; false where the device is out of memory.
-bool fit_workspace(const CudnnConv& conv, DeviceBuffer& workspace, size_t& workspace_bytes) {
-  if (conv.workspace_bytes() <= workspace_bytes) return true;
+// Grows the delegate's shared workspace to `bytes`; false where the device is out of memory (the
+// workspace is then unchanged).
+bool grow_workspace(size_t bytes, DeviceBuffer& workspace, size_t& workspace_bytes) {
+  if (bytes <= workspace_bytes) return true;
   DeviceBuffer grown;
-  if (cudaMalloc(out(grown), conv.workspace_bytes()) != cudaSuccess) {
+  if (cudaMalloc(out(grown), bytes) != cudaSuccess) {
     cudaGetLastError();
     return false;
   }
   workspace = std::move(grown);
-  workspace_bytes = conv.workspace_bytes();
+  workspace_bytes = bytes;
   return true;
+}
+
+// Grows the delegate's shared cuDNN workspace to `conv`'s need; false where the device is out of memory.
+bool fit_workspace(const CudnnConv& conv, DeviceBuffer& workspace, size_t& workspace_bytes) {
+  return grow_workspace(conv.workspace_bytes(), workspace, workspace_bytes);
 }
 
 // A convolution through cuDNN where it loads and takes it; false keeps the built-in im2col + GEMM.
@@ -1960,11 +1966,9 @@ class CudaBackend final : public runtime::BackendInterface {
     fuse_elementwise(d->ops, m);
     size_t dequantized = 0;
     for (const Op& op : d->ops) dequantized = std::max(dequantized, dequantizes(op) ? dequantized_bytes(op) : 0);
-    if (dequantized > d->conv_workspace_bytes) {
-      d->conv_workspace = DeviceBuffer();
-      ET_TRY(ecuda::to_error(cudaMalloc(out(d->conv_workspace), dequantized), "CudaBackend: dequantized weights"));
-      d->conv_workspace_bytes = dequantized;
-    }
+    ET_CHECK_OR_RETURN(grow_workspace(dequantized, d->conv_workspace, d->conv_workspace_bytes),
+                       Error::MemoryAllocationFailed, "%s: out of device memory for %zu bytes of dequantized weights",
+                       kCudaBackendName, dequantized);
     for (Op& op : d->ops) {
       op.workspace = d->conv_workspace.get();
       if (dequantizes(op)) ET_TRY(prepare_dequantized_product(op, op.workspace));
