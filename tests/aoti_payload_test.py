@@ -82,3 +82,23 @@ def test_truncated_payloads_are_refused() -> None:
             _C.cuda_read_aoti_payload(whole[:size], 90)
     with pytest.raises(ValueError, match="the model library is empty"):
         payload(library=b"")
+
+
+def built_library(variable: str) -> bytes:
+    import os
+
+    path = os.environ.get(variable)
+    if not path:
+        pytest.skip(f"{variable} is not set (a build without CUDA has no test containers)")
+    with open(path, "rb") as f:
+        return f.read()
+
+
+def test_every_shim_a_library_calls_is_checked_at_export() -> None:
+    pytest.importorskip("elftools", reason="pyelftools (executorch[tools]) reads the libraries")
+    from executorch.export._aoti import missing_shims
+
+    assert missing_shims(built_library("AOTI_TEST_CONTAINER")) == []  # it calls only shims that exist
+    assert missing_shims(built_library("AOTI_TEST_UNKNOWN_SHIM")) == ["aoti_torch_frobnicate"]
+    with pytest.raises(ValueError, match="no ELF shared object"):
+        missing_shims(LIBRARY)

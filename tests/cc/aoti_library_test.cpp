@@ -3,6 +3,7 @@
 // and what is refused: bytes that are no library, a truncated library, a library that lacks a
 // container function, a constant not given, a wrong number of inputs.
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <iterator>
 #include <string>
@@ -78,16 +79,15 @@ void test_runs_a_container(const std::vector<uint8_t>& bytes) {
   AtenTensorHandle in = nullptr, out = nullptr;
   CHECK(aoti_torch_create_tensor_from_blob_v2(x, 2, sizes, nullptr, 0, aoti_torch_dtype_float32(),
                                               aoti_torch_device_type_cpu(), 0, &in, 0, nullptr, 0) == 0);
-  CHECK(c.run({&in, 1}, {&out, 1}) == Error::Ok && out != nullptr);
+  CHECK(c.run({&in, 1}, {}) == Error::InvalidArgument);              // one output expected; `in` is still ours
+  CHECK(c.run({&in, 1}, {&out, 1}) == Error::Ok && out != nullptr);  // the container took `in` and deleted it
   void* y = nullptr;
   int64_t* got_sizes = nullptr;
   CHECK(aoti_torch_get_data_ptr(out, &y) == 0 && aoti_torch_get_sizes(out, &got_sizes) == 0);
   CHECK(got_sizes[0] == 2 && got_sizes[1] == 2);
   const float* yf = static_cast<const float*>(y);
   CHECK(yf[0] == -1.f && yf[1] == 2.f && yf[2] == 5.f && yf[3] == -7.f);
-  CHECK(c.run({&in, 1}, {}) == Error::InvalidArgument);  // one output expected
   aoti_torch_delete_tensor_object(out);
-  aoti_torch_delete_tensor_object(in);
   for (auto& [name, t] : constants) aoti_torch_delete_tensor_object(t);
 }
 
@@ -103,14 +103,21 @@ void test_refuses_what_is_no_container(const std::vector<uint8_t>& bytes, const 
 
 }  // namespace
 
+// A library calling a shim nobody defines: the loader's refusal names the function.
+void test_refuses_an_unknown_shim(const std::vector<uint8_t>& unknown) {
+  CHECK(AotiLibrary::load({unknown.data(), unknown.size()}).error() == Error::InvalidProgram);
+  CHECK(std::strstr(executorch::runtime::last_error_message(), "aoti_torch_frobnicate") != nullptr);
+}
+
 int main(int argc, char** argv) {
-  if (argc != 3) {
-    std::fprintf(stderr, "usage: %s CONTAINER_SO INCOMPLETE_SO\n", argv[0]);
+  if (argc != 4) {
+    std::fprintf(stderr, "usage: %s CONTAINER_SO INCOMPLETE_SO UNKNOWN_SHIM_SO\n", argv[0]);
     return 2;
   }
-  const std::vector<uint8_t> bytes = read_file(argv[1]), incomplete = read_file(argv[2]);
-  CHECK(bytes.size() > 1000 && incomplete.size() > 100);
+  const std::vector<uint8_t> bytes = read_file(argv[1]), incomplete = read_file(argv[2]), unknown = read_file(argv[3]);
+  CHECK(bytes.size() > 1000 && incomplete.size() > 100 && unknown.size() > 100);
   test_runs_a_container(bytes);
   test_refuses_what_is_no_container(bytes, incomplete);
+  test_refuses_an_unknown_shim(unknown);
   return executorch::testing::finish("aoti_library_test");
 }

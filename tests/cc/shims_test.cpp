@@ -54,6 +54,38 @@ void test_cpu_tensors() {
   for (AtenTensorHandle h : {t, view, copy, empty}) aoti_torch_delete_tensor_object(h);
 }
 
+// What generated code calls besides creating and copying: the first form of from_blob, handles
+// sharing a tensor, storage sizes, a strided clone with its gaps, grad mode, warnings.
+void test_generated_code_calls() {
+  float data[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+  const int64_t sizes[] = {2, 2}, strides[] = {4, 1};  // columns 0-1 of a 2 x 4 row-major buffer
+  AtenTensorHandle t = nullptr, other = nullptr, clone = nullptr;
+  CHECK(aoti_torch_create_tensor_from_blob(data, 2, sizes, strides, 1, aoti_torch_dtype_float32(),
+                                           aoti_torch_device_type_cpu(), 0, &t) == 0);
+  int64_t bytes = 0, offset = 0, *got = nullptr;
+  CHECK(aoti_torch_get_storage_size(t, &bytes) == 0 && bytes == (1 + 6) * 4);  // offset 1, then 6 elements reached
+  CHECK(aoti_torch_new_tensor_handle(t, &other) == 0 && other != t);
+  aoti_torch_delete_tensor_object(t);  // the other handle keeps its view
+  void* p = nullptr;
+  CHECK(aoti_torch_get_data_ptr(other, &p) == 0 && p == data + 1);
+  CHECK(aoti_torch_get_storage_offset(other, &offset) == 0 && offset == 1);
+  CHECK(aoti_torch_get_strides(other, &got) == 0 && got[0] == 4 && got[1] == 1);
+  CHECK(aoti_torch_clone_preserve_strides(other, &clone) == 0);
+  CHECK(aoti_torch_get_strides(clone, &got) == 0 && got[0] == 4 && got[1] == 1);
+  CHECK(aoti_torch_get_storage_size(clone, &bytes) == 0 && bytes == 6 * 4);
+  CHECK(aoti_torch_get_data_ptr(clone, &p) == 0 && p != data + 1);
+  const float* c = static_cast<const float*>(p);
+  CHECK(c[0] == 2 && c[1] == 3 && c[4] == 6 && c[5] == 7);  // (0, 0) (0, 1) (1, 0) (1, 1)
+  CHECK(aoti_torch_clone_preserve_strides(nullptr, &clone) == AOTI_TORCH_FAILURE);
+  const int64_t negative[] = {-1};
+  CHECK(aoti_torch_create_tensor_from_blob(data, 1, negative, nullptr, 0, aoti_torch_dtype_float32(),
+                                           aoti_torch_device_type_cpu(), 0, &t) == AOTI_TORCH_FAILURE);
+  aoti_torch_grad_mode_set_enabled(true);
+  CHECK(!aoti_torch_grad_mode_is_enabled());
+  aoti_torch_warn("test_generated_code_calls", __FILE__, __LINE__, "a warning from a test, printed");
+  for (AtenTensorHandle h : {other, clone}) aoti_torch_delete_tensor_object(h);
+}
+
 void test_cuda(bool have_device) {
   if (!have_device) {
     AtenTensorHandle t = nullptr;
@@ -206,6 +238,7 @@ int main() {
   int devices = 0;
   const bool have_device = cudaGetDeviceCount(&devices) == cudaSuccess && devices > 0;
   test_cpu_tensors();
+  test_generated_code_calls();
   test_cuda(have_device);
   if (have_device) test_bfloat16_gemm();
   if (have_device) test_bmm();

@@ -2,6 +2,7 @@
 
 #include <executorch/runtime/core/log.h>
 
+#include <cuda_runtime_api.h>
 #include <dlfcn.h>
 #include <elf.h>
 #include <sys/mman.h>
@@ -87,10 +88,26 @@ Error check_elf(Span<const uint8_t> bytes) {
   return Error::Ok;
 }
 
+// Generated code finds the shims and the CUDA runtime by name, in the process's global scope. A
+// host that loaded this library RTLD_LOCAL (Python loads extensions so) has them in a local scope
+// only: each is promoted, through the file that defines `symbol`.
+Error make_global(const void* symbol, const char* what) {
+  Dl_info info;
+  ET_CHECK_OR_RETURN(dladdr(symbol, &info) != 0 && info.dli_fname != nullptr, Error::Internal,
+                     "%s: cannot find the library defining %s", kWho, what);
+  void* handle = dlopen(info.dli_fname, RTLD_NOW | RTLD_NOLOAD | RTLD_GLOBAL);
+  ET_CHECK_OR_RETURN(handle != nullptr, Error::Internal, "%s: cannot make %s global: %s", kWho, info.dli_fname,
+                     dlerror());
+  dlclose(handle);  // only the reference this call took; the library stays, now global
+  return Error::Ok;
+}
+
 }  // namespace
 
 Result<std::unique_ptr<AotiLibrary>> AotiLibrary::load(Span<const uint8_t> bytes) {
   ET_TRY(check_elf(bytes));
+  ET_TRY(make_global(reinterpret_cast<const void*>(&aoti_torch_empty_strided), "the aoti_torch_* shims"));
+  ET_TRY(make_global(reinterpret_cast<const void*>(&cudaMalloc), "the CUDA runtime"));
 
   const Fd fd(memfd_create("executorch-aoti-model", MFD_CLOEXEC));
   ET_CHECK_OR_RETURN(fd.get() >= 0, Error::MemoryAllocationFailed, "%s: memfd_create: %s", kWho, std::strerror(errno));

@@ -90,7 +90,9 @@ class AotiContainer {
   // Hands the container its constants (tensors the caller keeps alive). InvalidArgument where one it
   // names is missing.
   runtime::Error set_constants(const AotiConstantMap& constants);
-  // Runs on `inputs`; `outputs` receives new tensors the caller deletes (aoti_torch_delete_tensor_object).
+  // Runs on `inputs`, which the container takes over and deletes (AOTInductor steals its input
+  // handles) once the call reaches it: not where the counts are refused here. `outputs` receives new
+  // tensors the caller deletes (aoti_torch_delete_tensor_object).
   runtime::Error run(runtime::Span<AtenTensorHandle> inputs, runtime::Span<AtenTensorHandle> outputs,
                      void* stream = nullptr);
 

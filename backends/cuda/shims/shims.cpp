@@ -4,6 +4,7 @@
 
 #include <executorch/backends/cuda/shims/cublas.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -28,6 +29,7 @@ constexpr int32_t kCpu = 0, kCuda = 1;
 // Memory shared by a tensor and its reinterpretations; freed with the last of them when owned.
 struct Storage {
   void* data = nullptr;
+  size_t bytes = 0;  // allocated, or (a caller's blob) reachable through the first view's strides
   bool owned = false;
   bool cuda = false;
   ~Storage() {
@@ -108,6 +110,22 @@ AOTITorchError cuda_fail(cudaError_t status, const char* what) {
 
 bool valid_dtype(int32_t dtype) { return rt::element_size(static_cast<rt::ScalarType>(dtype)) != 0; }
 
+// Elements reachable through `strides` (contiguous where null) from the first: 0 for an empty
+// tensor, -1 for a negative size.
+int64_t span_of(int64_t ndim, const int64_t* sizes, const int64_t* strides) {
+  for (int64_t d = 0; d < ndim; ++d) {
+    if (sizes[d] < 0) return -1;
+    if (sizes[d] == 0) return 0;
+  }
+  int64_t span = 1, expected = 1;
+  for (int64_t d = ndim; d-- > 0;) {
+    const int64_t stride = strides ? strides[d] : expected;
+    span += (sizes[d] - 1) * stride;
+    expected *= sizes[d];
+  }
+  return span;
+}
+
 AOTITorchError make(std::shared_ptr<Storage> storage, int64_t ndim, const int64_t* sizes, const int64_t* strides,
                     int64_t offset, rt::ScalarType dtype, int32_t device_type, int32_t device_index,
                     AtenTensorHandle* ret) {
@@ -160,11 +178,22 @@ AOTITorchError aoti_torch_create_tensor_from_blob_v2(void* data, int64_t ndim, c
   if (!valid_dtype(dtype) || (device_type != kCpu && device_type != kCuda) || layout != 0 || storage_offset < 0) {
     return fail("aoti_torch_create_tensor_from_blob_v2: unsupported dtype, device or layout");
   }
+  if (ndim < 0 || (ndim > 0 && sizes == nullptr)) return fail("aoti_torch_create_tensor_from_blob_v2: bad sizes");
+  const int64_t span = span_of(ndim, sizes, strides);
+  if (span < 0) return fail("aoti_torch_create_tensor_from_blob_v2: negative size");
   auto storage = std::make_shared<Storage>();
   storage->data = data;
+  storage->bytes = static_cast<size_t>(storage_offset + span) * rt::element_size(static_cast<rt::ScalarType>(dtype));
   storage->cuda = device_type == kCuda;
   return make(std::move(storage), ndim, sizes, strides, storage_offset, static_cast<rt::ScalarType>(dtype), device_type,
               device_index, ret);
+}
+
+AOTITorchError aoti_torch_create_tensor_from_blob(void* data, int64_t ndim, const int64_t* sizes,
+                                                  const int64_t* strides, int64_t storage_offset, int32_t dtype,
+                                                  int32_t device_type, int32_t device_index, AtenTensorHandle* ret) {
+  return aoti_torch_create_tensor_from_blob_v2(data, ndim, sizes, strides, storage_offset, dtype, device_type,
+                                               device_index, ret, aoti_torch_layout_strided(), nullptr, 0);
 }
 
 AOTITorchError aoti_torch_empty_strided(int64_t ndim, const int64_t* sizes, const int64_t* strides, int32_t dtype,
@@ -172,22 +201,12 @@ AOTITorchError aoti_torch_empty_strided(int64_t ndim, const int64_t* sizes, cons
   if (!valid_dtype(dtype) || (device_type != kCpu && device_type != kCuda)) {
     return fail("aoti_torch_empty_strided: unsupported dtype or device");
   }
-  int64_t span = 1;  // elements reachable through the strides
-  for (int64_t d = 0; d < ndim; ++d) {
-    if (sizes[d] < 0) return fail("aoti_torch_empty_strided: negative size");
-    if (sizes[d] == 0) span = 0;
-  }
-  if (span) {
-    span = 1;
-    int64_t expected = 1;
-    for (int64_t d = ndim; d-- > 0;) {
-      const int64_t stride = strides ? strides[d] : expected;
-      span += (sizes[d] - 1) * stride;
-      expected *= sizes[d];
-    }
-  }
+  if (ndim < 0 || (ndim > 0 && sizes == nullptr)) return fail("aoti_torch_empty_strided: bad sizes");
+  const int64_t span = span_of(ndim, sizes, strides);
+  if (span < 0) return fail("aoti_torch_empty_strided: negative size");
   const size_t bytes = static_cast<size_t>(span) * rt::element_size(static_cast<rt::ScalarType>(dtype));
   auto storage = std::make_shared<Storage>();
+  storage->bytes = bytes;
   storage->owned = true;
   storage->cuda = device_type == kCuda;
   if (storage->cuda) {
@@ -226,7 +245,23 @@ GETTER(aoti_torch_get_numel, int64_t*, t->numel())
 GETTER(aoti_torch_get_storage_offset, int64_t*, t->offset)
 GETTER(aoti_torch_get_device_type, int32_t*, t->device_type)
 GETTER(aoti_torch_get_device_index, int32_t*, t->device_index)
+GETTER(aoti_torch_get_storage_size, int64_t*, static_cast<int64_t>(t->storage->bytes))
 #undef GETTER
+
+AOTITorchError aoti_torch_new_tensor_handle(AtenTensorHandle orig, AtenTensorHandle* ret) {
+  if (orig == nullptr) return fail("aoti_torch_new_tensor_handle: null tensor");
+  return make(orig->storage, static_cast<int64_t>(orig->sizes.size()), orig->sizes.data(), orig->strides.data(),
+              orig->offset, orig->dtype, orig->device_type, orig->device_index, ret);
+}
+
+// Inference only: there is no autograd to switch on or off.
+bool aoti_torch_grad_mode_is_enabled(void) { return false; }
+void aoti_torch_grad_mode_set_enabled(bool) {}
+
+void aoti_torch_warn(const char* func, const char* file, uint32_t line, const char* msg) {
+  std::fprintf(stderr, "executorch: warning from generated code in %s (%s:%u): %s\n", func ? func : "?",
+               file ? file : "?", static_cast<unsigned>(line), msg ? msg : "");
+}
 
 AOTITorchError aoti_torch_copy_(AtenTensorHandle self, AtenTensorHandle src, int32_t non_blocking) {
   if (self == nullptr || src == nullptr) return fail("aoti_torch_copy_: null tensor");
@@ -257,6 +292,30 @@ AOTITorchError aoti_torch_clone(AtenTensorHandle self, AtenTensorHandle* ret) {
     return AOTI_TORCH_FAILURE;
   }
   return AOTI_TORCH_SUCCESS;
+}
+
+AOTITorchError aoti_torch_clone_preserve_strides(AtenTensorHandle self, AtenTensorHandle* ret) {
+  if (self == nullptr || ret == nullptr) return fail("aoti_torch_clone_preserve_strides: null argument");
+  const int64_t ndim = static_cast<int64_t>(self->sizes.size());
+  if (aoti_torch_empty_strided(ndim, self->sizes.data(), self->strides.data(), static_cast<int32_t>(self->dtype),
+                               self->device_type, self->device_index, ret) != AOTI_TORCH_SUCCESS) {
+    return AOTI_TORCH_FAILURE;
+  }
+  // Every element the strides reach, as one run of bytes: the copy keeps the layout, gaps included.
+  const int64_t span = span_of(ndim, self->sizes.data(), self->strides.data());
+  const size_t bytes = static_cast<size_t>(span) * self->element_size();
+  if (bytes == 0) return AOTI_TORCH_SUCCESS;
+  cudaError_t status = cudaSuccess;
+  if (self->device_type == kCpu && (*ret)->device_type == kCpu) {
+    std::memcpy((*ret)->data(), self->data(), bytes);
+  } else {
+    const cudaStream_t stream = stream_now();
+    status = cudaMemcpyAsync((*ret)->data(), self->data(), bytes, cudaMemcpyDefault, stream);
+  }
+  if (status == cudaSuccess) return AOTI_TORCH_SUCCESS;
+  delete *ret;
+  *ret = nullptr;
+  return cuda_fail(status, "aoti_torch_clone_preserve_strides");
 }
 
 AOTITorchError aoti_torch__reinterpret_tensor(AtenTensorHandle self, int64_t ndim, const int64_t* sizes,

@@ -4,6 +4,7 @@
 // generated for AOTInductor's CUDA runtime can run on this one. Every function returns
 // AOTI_TORCH_SUCCESS (0) or AOTI_TORCH_FAILURE (1); failures leave a message in
 // executorch::runtime::last_error_message(). Exported only by libaoti_cuda_shims.so.
+#include <stdbool.h>
 #include <stdint.h>
 
 #if defined(__GNUC__)
@@ -47,6 +48,11 @@ AOTI_SHIM_EXPORT AOTITorchError aoti_torch_create_tensor_from_blob_v2(void* data
                                                                       int32_t device_index, AtenTensorHandle* ret,
                                                                       int32_t layout, const uint8_t* opaque_metadata,
                                                                       int64_t opaque_metadata_size);
+// The same, layout strided (the ABI's first form).
+AOTI_SHIM_EXPORT AOTITorchError aoti_torch_create_tensor_from_blob(void* data, int64_t ndim, const int64_t* sizes,
+                                                                   const int64_t* strides, int64_t storage_offset,
+                                                                   int32_t dtype, int32_t device_type,
+                                                                   int32_t device_index, AtenTensorHandle* ret);
 AOTI_SHIM_EXPORT AOTITorchError aoti_torch_empty_strided(int64_t ndim, const int64_t* sizes, const int64_t* strides,
                                                          int32_t dtype, int32_t device_type, int32_t device_index,
                                                          AtenTensorHandle* ret);
@@ -60,11 +66,23 @@ AOTI_SHIM_EXPORT AOTITorchError aoti_torch_get_numel(AtenTensorHandle tensor, in
 AOTI_SHIM_EXPORT AOTITorchError aoti_torch_get_storage_offset(AtenTensorHandle tensor, int64_t* ret);
 AOTI_SHIM_EXPORT AOTITorchError aoti_torch_get_device_type(AtenTensorHandle tensor, int32_t* ret);
 AOTI_SHIM_EXPORT AOTITorchError aoti_torch_get_device_index(AtenTensorHandle tensor, int32_t* ret);
+// Bytes of the memory the tensor views: allocated, or for a caller's blob those its first view reaches.
+AOTI_SHIM_EXPORT AOTITorchError aoti_torch_get_storage_size(AtenTensorHandle tensor, int64_t* ret);
+// Another handle on the same memory, sizes and strides (deleted on its own).
+AOTI_SHIM_EXPORT AOTITorchError aoti_torch_new_tensor_handle(AtenTensorHandle orig, AtenTensorHandle* ret);
 AOTI_SHIM_EXPORT AOTITorchError aoti_torch_copy_(AtenTensorHandle self, AtenTensorHandle src, int32_t non_blocking);
 AOTI_SHIM_EXPORT AOTITorchError aoti_torch_clone(AtenTensorHandle self, AtenTensorHandle* ret);
+// A copy with the same strides (every element they reach copied, gaps included).
+AOTI_SHIM_EXPORT AOTITorchError aoti_torch_clone_preserve_strides(AtenTensorHandle self, AtenTensorHandle* ret);
 AOTI_SHIM_EXPORT AOTITorchError aoti_torch__reinterpret_tensor(AtenTensorHandle self, int64_t ndim,
                                                                const int64_t* sizes, const int64_t* strides,
                                                                int64_t storage_offset, AtenTensorHandle* ret);
+
+// Inference only: grad mode is always off, and switching it does nothing.
+AOTI_SHIM_EXPORT bool aoti_torch_grad_mode_is_enabled(void);
+AOTI_SHIM_EXPORT void aoti_torch_grad_mode_set_enabled(bool enabled);
+// Generated code's warnings, to the runtime's log.
+AOTI_SHIM_EXPORT void aoti_torch_warn(const char* func, const char* file, uint32_t line, const char* msg);
 
 // Device and stream.
 AOTI_SHIM_EXPORT AOTITorchError aoti_torch_create_cuda_guard(int32_t device_index, CUDAGuardHandle* ret);

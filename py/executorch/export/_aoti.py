@@ -9,6 +9,8 @@ checks (segment bounds, the verifier) then apply to the payload as to any .pte.
 
 from __future__ import annotations
 
+import io
+from pathlib import Path
 from typing import Sequence
 
 import torch
@@ -59,3 +61,25 @@ def aoti_payload(library: bytes, constants: Sequence[tuple[str, torch.Tensor]], 
         "aoti_constants": "\n".join(name for name, _ in constants),
     }
     return serialize(ProgramSpec(plans=[plan], segments=[bytes(data), bytes(library)], metadata=metadata))
+
+
+def shim_library() -> Path:
+    """The installed libaoti_cuda_shims.so, which defines every aoti_torch_* function a model
+    library may call."""
+    import executorch
+
+    return Path(executorch.__file__).parent / "backends" / "cuda" / "libaoti_cuda_shims.so"
+
+
+def missing_shims(library: bytes) -> list[str]:
+    """The aoti_torch_* functions a model library calls that the shim library does not define: each
+    one an operator (or a service of the generated code) that no AOTI payload can run here. Needs
+    pyelftools (executorch[tools])."""
+    from executorch.tools.symcheck import read_elf, read_shared_object
+
+    try:
+        needed = {name for name in read_elf(io.BytesIO(library), "model").undefined if name.startswith("aoti_torch_")}
+    except Exception as e:  # pyelftools raises its own errors on bytes that are no ELF object
+        raise ValueError(f"the model library is no ELF shared object: {e}") from e
+    defined = read_shared_object(shim_library(), shim_library().name).dynsym
+    return sorted(needed - set(defined))

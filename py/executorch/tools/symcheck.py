@@ -29,6 +29,7 @@ import tempfile
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import BinaryIO
 
 from elftools.elf.dynamic import DynamicSection
 from elftools.elf.elffile import ELFFile
@@ -47,6 +48,7 @@ class SharedObject:
     symtab: dict[str, str] = field(default_factory=dict)
     glibc: set[tuple[int, int]] = field(default_factory=set)
     glibcxx: set[tuple[int, int, int]] = field(default_factory=set)
+    undefined: set[str] = field(default_factory=set)  # .dynsym's undefined names: what others must define
 
     def defines(self, token: str, *, strong_only: bool = False, hidden_too: bool = False) -> bool:
         """Whether a symbol whose (mangled) name contains `token` is defined here.
@@ -63,32 +65,42 @@ class SharedObject:
 
 
 def read_shared_object(path: Path, name: str) -> SharedObject:
-    so = SharedObject(name=name)
     with open(path, "rb") as f:
-        elf = ELFFile(f)
-        for section in elf.iter_sections():
-            if isinstance(section, DynamicSection):
-                for tag in section.iter_tags():
-                    if tag.entry.d_tag == "DT_NEEDED":
-                        so.needed.append(tag.needed)
-                    elif tag.entry.d_tag == "DT_SONAME":
-                        so.soname = tag.soname
-                    elif tag.entry.d_tag in ("DT_RUNPATH", "DT_RPATH"):
-                        so.runpath = str(getattr(tag, "runpath", None) or getattr(tag, "rpath", "")).split(":")
-            elif isinstance(section, SymbolTableSection) and section.name in (".dynsym", ".symtab"):
-                table = so.dynsym if section.name == ".dynsym" else so.symtab
-                for sym in section.iter_symbols():
-                    if sym.name and sym["st_shndx"] != "SHN_UNDEF" and sym["st_info"]["type"] in ("STT_FUNC", "STT_OBJECT"):
-                        table[sym.name] = sym["st_info"]["bind"]
-            elif isinstance(section, GNUVerNeedSection):
-                for _, auxes in section.iter_versions():
-                    for aux in auxes:
-                        m = re.fullmatch(r"GLIBC_(\d+)\.(\d+)(?:\.\d+)?", aux.name)
-                        if m:
-                            so.glibc.add((int(m.group(1)), int(m.group(2))))
-                        m = re.fullmatch(r"GLIBCXX_(\d+)\.(\d+)\.(\d+)", aux.name)
-                        if m:
-                            so.glibcxx.add((int(m.group(1)), int(m.group(2)), int(m.group(3))))
+        return read_elf(f, name)
+
+
+def read_elf(stream: BinaryIO, name: str) -> SharedObject:
+    """The tables of the ELF object in `stream` (a file, or io.BytesIO over a library's bytes)."""
+    so = SharedObject(name=name)
+    elf = ELFFile(stream)
+    for section in elf.iter_sections():
+        if isinstance(section, DynamicSection):
+            for tag in section.iter_tags():
+                if tag.entry.d_tag == "DT_NEEDED":
+                    so.needed.append(tag.needed)
+                elif tag.entry.d_tag == "DT_SONAME":
+                    so.soname = tag.soname
+                elif tag.entry.d_tag in ("DT_RUNPATH", "DT_RPATH"):
+                    so.runpath = str(getattr(tag, "runpath", None) or getattr(tag, "rpath", "")).split(":")
+        elif isinstance(section, SymbolTableSection) and section.name in (".dynsym", ".symtab"):
+            table = so.dynsym if section.name == ".dynsym" else so.symtab
+            for sym in section.iter_symbols():
+                if not sym.name:
+                    continue
+                if sym["st_shndx"] == "SHN_UNDEF":
+                    if section.name == ".dynsym":
+                        so.undefined.add(sym.name)
+                elif sym["st_info"]["type"] in ("STT_FUNC", "STT_OBJECT"):
+                    table[sym.name] = sym["st_info"]["bind"]
+        elif isinstance(section, GNUVerNeedSection):
+            for _, auxes in section.iter_versions():
+                for aux in auxes:
+                    m = re.fullmatch(r"GLIBC_(\d+)\.(\d+)(?:\.\d+)?", aux.name)
+                    if m:
+                        so.glibc.add((int(m.group(1)), int(m.group(2))))
+                    m = re.fullmatch(r"GLIBCXX_(\d+)\.(\d+)\.(\d+)", aux.name)
+                    if m:
+                        so.glibcxx.add((int(m.group(1)), int(m.group(2)), int(m.group(3))))
     return so
 
 

@@ -1,7 +1,8 @@
 // A model container with the ABI of PyTorch's AOTInductor (torch/csrc/inductor/aoti_runtime/
 // interface.h) on host memory, for the CPU tests of the loader: y = x * scale + shift, float32,
 // with two constants ("scale", "shift", one element each) handed in by UpdateConstantBuffer. Its
-// tensors come from the aoti_torch_* shims, as generated code's do.
+// tensors come from the aoti_torch_* shims, as generated code's do, and it takes its input handles
+// over (deletes them) as generated code does.
 
 #include <cstddef>
 #include <cstdint>
@@ -85,6 +86,17 @@ __attribute__((visibility("default"))) int32_t AOTInductorModelContainerRun(void
                                                                             size_t num_outputs, void*, void*) {
   const auto* c = static_cast<Container*>(container);
   if (!c->ready || num_inputs != 1 || num_outputs != 1) return 1;
+  // The input handle is the container's now, as generated code steals it: deleted on return.
+  struct Owned {
+    AtenTensorHandle t;
+    ~Owned() { aoti_torch_delete_tensor_object(t); }
+  } input{inputs[0]};
+  const bool grad = aoti_torch_grad_mode_is_enabled();  // generated code runs with grad mode off
+  aoti_torch_grad_mode_set_enabled(false);
+  struct Restore {
+    bool grad;
+    ~Restore() { aoti_torch_grad_mode_set_enabled(grad); }
+  } restore{grad};
   int64_t dim = 0, *sizes = nullptr, numel = 0;
   int32_t dtype = 0;
   void* in = nullptr;
