@@ -621,9 +621,17 @@ __global__ void attention_split_kernel(const T* __restrict__ q, const T* __restr
   const int64_t mask_row = b * s.mask_strides[0] + h * s.mask_strides[1] + i * s.mask_strides[2];
   constexpr int kVec = 16 / sizeof(T);
   const bool vector = reinterpret_cast<uintptr_t>(kb) % 16 == 0 && s.k_strides[2] % kVec == 0 && e_dim % kVec == 0;
+  // Values as 16-byte vectors where rows allow: a row's vectors go to `per_row` adjacent lanes (a
+  // power of two), so that each lane has its loads from several of the 32 rows in flight at once
+  // rather than one element of one row at a time.
+  const int per_row = v_dim / kVec;
+  const bool v_vector = reinterpret_cast<uintptr_t>(vb) % 16 == 0 && s.v_strides[2] % kVec == 0 && v_dim % kVec == 0 &&
+                        per_row > 0 && per_row <= 32 && (per_row & (per_row - 1)) == 0;
+  const int col = lane % max(per_row, 1), group = lane / max(per_row, 1), groups = 32 / max(per_row, 1);
   for (int e = threadIdx.x; e < e_dim; e += blockDim.x) qs[e] = ld(qrow[e]) * s.scale;
   __syncthreads();
-  float m = -INFINITY, l = 0.f, acc[kAttentionSlots] = {};
+  constexpr int kAcc = kAttentionSlots > kVec ? kAttentionSlots : kVec;
+  float m = -INFINITY, l = 0.f, acc[kAcc] = {};
   for (int64_t j0 = begin + warp * 32; j0 < end; j0 += kSplitWarps * 32) {
     const int64_t j = j0 + lane;
     float score = -INFINITY;
@@ -637,26 +645,48 @@ __global__ void attention_split_kernel(const T* __restrict__ q, const T* __restr
     const float p = score == -INFINITY ? 0.f : expf(score - next);
     l = l * keep + warp_sum(p);
 #pragma unroll
-    for (int t = 0; t < kAttentionSlots; ++t) acc[t] *= keep;
+    for (int t = 0; t < kAcc; ++t) acc[t] *= keep;
     const int n = static_cast<int>(min(static_cast<int64_t>(32), end - j0));
-#pragma unroll 4
-    for (int jj = 0; jj < n; ++jj) {
-      const float pj = __shfl_sync(0xffffffffu, p, jj);
-      if (pj == 0.f) continue;  // masked: the same for the whole warp
-      const T* vj = vb + (j0 + jj) * s.v_strides[2];
+    if (v_vector) {
+#pragma unroll 8
+      for (int t = 0; t < per_row; ++t) {
+        const int r = group + t * groups;
+        const float pj = __shfl_sync(0xffffffffu, p, r);
+        if (r < n && pj != 0.f) {
+          const uint4 bits = *reinterpret_cast<const uint4*>(vb + (j0 + r) * s.v_strides[2] + col * kVec);
+          const T* x = reinterpret_cast<const T*>(&bits);
 #pragma unroll
-      for (int t = 0; t < kAttentionSlots; ++t) {
-        const int e = lane + 32 * t;
-        if (e < v_dim) acc[t] += pj * ld(vj[e]);
+          for (int u = 0; u < kVec; ++u) acc[u] += pj * ld(x[u]);
+        }
+      }
+    } else {
+#pragma unroll 4
+      for (int jj = 0; jj < n; ++jj) {
+        const float pj = __shfl_sync(0xffffffffu, p, jj);
+        if (pj == 0.f) continue;  // masked: the same for the whole warp
+        const T* vj = vb + (j0 + jj) * s.v_strides[2];
+#pragma unroll
+        for (int t = 0; t < kAttentionSlots; ++t) {
+          const int e = lane + 32 * t;
+          if (e < v_dim) acc[t] += pj * ld(vj[e]);
+        }
       }
     }
     m = next;
   }
   if (lane == 0) merged[warp][0] = m, merged[warp][1] = l;
+  if (v_vector) {  // the groups' sums of each column, into the lanes of group 0
 #pragma unroll
-  for (int t = 0; t < kAttentionSlots; ++t) {
-    const int e = lane + 32 * t;
-    if (e < v_dim) merged[warp][2 + e] = acc[t];
+    for (int u = 0; u < kVec; ++u) {
+      for (int o = per_row; o < 32; o *= 2) acc[u] += __shfl_xor_sync(0xffffffffu, acc[u], o);
+      if (group == 0) merged[warp][2 + col * kVec + u] = acc[u];
+    }
+  } else {
+#pragma unroll
+    for (int t = 0; t < kAttentionSlots; ++t) {
+      const int e = lane + 32 * t;
+      if (e < v_dim) merged[warp][2 + e] = acc[t];
+    }
   }
   __syncthreads();
   float top = -INFINITY;
