@@ -10,7 +10,11 @@
 #include <vector>
 
 #include <executorch/backends/cuda/runtime/aoti_library.h>
+#include <executorch/backends/cuda/runtime/payload.h>
 #include <executorch/runtime/core/log.h>
+#include <executorch/runtime/executor/data_loader.h>
+#include <executorch/runtime/executor/memory_manager.h>
+#include <executorch/runtime/executor/program.h>
 #include <executorch/tests/cc/check.h>
 
 namespace {
@@ -18,6 +22,7 @@ namespace {
 using executorch::backends::cuda::AotiConstantMap;
 using executorch::backends::cuda::AotiContainer;
 using executorch::backends::cuda::AotiLibrary;
+using executorch::backends::cuda::AotiModel;
 using executorch::runtime::Error;
 using executorch::runtime::Span;
 
@@ -103,6 +108,49 @@ void test_refuses_what_is_no_container(const std::vector<uint8_t>& bytes, const 
 
 }  // namespace
 
+// The container packed as a payload, run through AotiModel on host memory as CudaBackend runs one on
+// the device: the payload's method holds the inputs, outputs and constants.
+void test_runs_a_payload(const std::vector<uint8_t>& pte) {
+  auto loader = executorch::runtime::OwnedBufferDataLoader::copy_of(pte.data(), pte.size());
+  CHECK(loader.ok());
+  if (!loader.ok()) return;
+  auto program = executorch::runtime::Program::load(std::move(loader.get()));
+  CHECK(program.ok());
+  if (!program.ok()) return;
+  const executorch::runtime::Program& p = **program;
+  CHECK(executorch::backends::cuda::is_aoti_payload(p));
+  auto payload = executorch::backends::cuda::read_aoti_payload(p, 0);
+  CHECK(payload.ok());
+  if (!payload.ok()) return;
+  const char* name = p.method_name(0);
+  auto sizes = p.planned_buffer_sizes(name);
+  CHECK(sizes.ok());
+  if (!sizes.ok()) return;
+  std::vector<std::vector<uint8_t>> buffers;
+  std::vector<Span<uint8_t>> spans;
+  for (uint64_t n : *sizes) buffers.emplace_back(n);
+  for (auto& b : buffers) spans.emplace_back(b.data(), b.size());
+  executorch::runtime::MemoryManager memory({spans.data(), spans.size()});
+  auto method = p.load_method(name, &memory);
+  CHECK(method.ok());
+  if (!method.ok()) return;
+  executorch::runtime::Method& m = **method;
+
+  // Fewer names than the method has constants: refused, naming the count.
+  CHECK(AotiModel::load(payload->library, {"scale"}, m, "cpu").error() == Error::InvalidProgram);
+  auto model = AotiModel::load(payload->library, payload->constant_names, m, "cpu");
+  CHECK(model.ok());
+  if (!model.ok()) return;
+  float* x = static_cast<float*>(m.input(0).to_tensor().mutable_data_ptr());
+  const float in[4] = {0.f, 1.f, 2.f, -2.f};
+  std::memcpy(x, in, sizeof(in));
+  for (int call = 0; call < 2; ++call) {  // the container takes fresh input handles each time
+    CHECK((*model)->run(nullptr) == Error::Ok);
+    const float* y = static_cast<const float*>(m.get_output(0).to_tensor().const_data_ptr());
+    CHECK(y[0] == -1.f && y[1] == 2.f && y[2] == 5.f && y[3] == -7.f);
+  }
+}
+
 // A library calling a shim nobody defines: the loader's refusal names the function.
 void test_refuses_an_unknown_shim(const std::vector<uint8_t>& unknown) {
   CHECK(AotiLibrary::load({unknown.data(), unknown.size()}).error() == Error::InvalidProgram);
@@ -110,8 +158,8 @@ void test_refuses_an_unknown_shim(const std::vector<uint8_t>& unknown) {
 }
 
 int main(int argc, char** argv) {
-  if (argc != 4) {
-    std::fprintf(stderr, "usage: %s CONTAINER_SO INCOMPLETE_SO UNKNOWN_SHIM_SO\n", argv[0]);
+  if (argc != 5) {
+    std::fprintf(stderr, "usage: %s CONTAINER_SO INCOMPLETE_SO UNKNOWN_SHIM_SO CONTAINER_PTE\n", argv[0]);
     return 2;
   }
   const std::vector<uint8_t> bytes = read_file(argv[1]), incomplete = read_file(argv[2]), unknown = read_file(argv[3]);
@@ -119,5 +167,6 @@ int main(int argc, char** argv) {
   test_runs_a_container(bytes);
   test_refuses_what_is_no_container(bytes, incomplete);
   test_refuses_an_unknown_shim(unknown);
+  test_runs_a_payload(read_file(argv[4]));
   return executorch::testing::finish("aoti_library_test");
 }

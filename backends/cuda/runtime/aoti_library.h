@@ -18,6 +18,7 @@
 #include <executorch/runtime/core/error.h>
 #include <executorch/runtime/core/result.h>
 #include <executorch/runtime/core/span.h>
+#include <executorch/runtime/executor/method.h>
 
 namespace executorch {
 namespace backends {
@@ -103,6 +104,37 @@ class AotiContainer {
   AOTInductorModelContainerHandle handle_;
   size_t num_inputs_ = 0, num_outputs_ = 0;
   std::vector<std::string> constant_names_;
+};
+
+// A container driven by the method of an AOTI payload (docs/program_format.md): the method declares
+// the model's inputs, outputs and constants; `constant_names` names the constants in value order
+// (the payload's aoti_constants). Every tensor's memory is the caller's and stays where it is (host
+// memory for "cpu"; device memory for "cuda", where the caller moved the method's tensors): the
+// container reads the constants in place, no second copy.
+class AotiModel {
+ public:
+  // InvalidProgram where the library is refused, its container counts other inputs or outputs than
+  // the method, or the names and the method's constants differ in number; InvalidArgument where the
+  // container names a constant the method lacks.
+  static runtime::Result<std::unique_ptr<AotiModel>> load(runtime::Span<const uint8_t> library,
+                                                          const std::vector<std::string>& constant_names,
+                                                          runtime::Method& method, const char* device);
+  AotiModel(const AotiModel&) = delete;
+  AotiModel& operator=(const AotiModel&) = delete;
+  ~AotiModel();
+
+  // Runs the container on the method's input tensors and copies what it returns into the method's
+  // output tensors (same dtype and element count, contiguous), on `stream`, which must be the
+  // current stream (ecuda::StreamGuard) for the copies to follow it; null on the CPU.
+  runtime::Error run(void* stream);
+
+ private:
+  AotiModel() = default;
+  runtime::Method* method_ = nullptr;
+  std::shared_ptr<const AotiLibrary> library_;
+  std::unique_ptr<AotiContainer> container_;
+  std::vector<AtenTensorHandle> constants_;  // views of the method's constants, deleted here
+  int32_t device_type_ = 0;
 };
 
 }  // namespace cuda

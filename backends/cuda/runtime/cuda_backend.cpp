@@ -19,6 +19,7 @@
 #include <executorch/backends/cuda/kernels/int8_linear.h>
 #include <executorch/backends/cuda/kernels/ops.h>
 #include <executorch/backends/cuda/kernels/weight_linear.h>
+#include <executorch/backends/cuda/runtime/aoti_library.h>
 #include <executorch/backends/cuda/runtime/cudnn.h>
 #include <executorch/backends/cuda/runtime/payload.h>
 #include <executorch/backends/cuda/shims/shims.h>
@@ -182,6 +183,8 @@ struct Delegate {
   bool checks_indices = false;
   // EXECUTORCH_PROFILE: device time per operator (ms, calls), printed when the delegate goes.
   std::map<std::string, std::pair<double, long>> profile;
+  // An AOTInductor payload's model (no ops): its container reads the method's tensors in place.
+  std::unique_ptr<AotiModel> aoti;
   ~Delegate() {
     if (!profile.empty()) {
       std::vector<std::pair<double, std::string>> rows;
@@ -191,6 +194,7 @@ struct Delegate {
       for (auto& [ms, op] : rows) std::fprintf(stderr, "  %10.3f ms  %s\n", ms, op.c_str());
     }
     graph.reset();
+    aoti.reset();  // before the method whose tensors it reads
     method.reset();
   }
 };
@@ -1837,6 +1841,23 @@ void keep_faster_conv(Op& op, cudaStream_t stream) {
   }
 }
 
+// An AOTInductor payload: checked against this device and torch release, its library loaded and
+// its container given the method's tensors (constants already on the device). Its kernels run as
+// the container launches them: no CUDA graph (the container allocates as it runs).
+Error load_aoti_model(Delegate& d) {
+  int device = 0, major = 0, minor = 0;
+  ET_TRY(ecuda::to_error(cudaGetDevice(&device), "CudaBackend: device"));
+  ET_TRY(ecuda::to_error(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device),
+                         "CudaBackend: device"));
+  ET_TRY(ecuda::to_error(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device),
+                         "CudaBackend: device"));
+  ET_TRY_ASSIGN(const AotiPayload payload, read_aoti_payload(*d.program, major * 10 + minor));
+  char name[32];
+  std::snprintf(name, sizeof(name), "cuda:%d", device);
+  ET_TRY_ASSIGN(d.aoti, AotiModel::load(payload.library, payload.constant_names, *d.method, name));
+  return Error::Ok;
+}
+
 class CudaBackend final : public runtime::BackendInterface {
  public:
   bool is_available() const override {
@@ -1905,6 +1926,7 @@ class CudaBackend final : public runtime::BackendInterface {
       }
       t.set_device({runtime::DeviceType::CUDA, 0});
     }
+    if (is_aoti_payload(*d->program)) ET_TRY(load_aoti_model(*d));
     for (size_t k = 0; k < m.num_instructions(); ++k) {
       Op op{};
       ET_TRY(plan_instruction(m, k, &op.plan));
@@ -2024,7 +2046,7 @@ class CudaBackend final : public runtime::BackendInterface {
     }
     {
       ecuda::StreamGuard on_stream(stream);  // the shims run on the current stream
-      ET_TRY(run_ops(*d, stream));
+      ET_TRY(d->aoti ? d->aoti->run(stream) : run_ops(*d, stream));
     }
     bool to_host = false;
     for (size_t i = 0; i < n_out; ++i) {

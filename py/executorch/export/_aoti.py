@@ -75,7 +75,10 @@ def missing_shims(library: bytes) -> list[str]:
     """The aoti_torch_* functions a model library calls that the shim library does not define: each
     one an operator (or a service of the generated code) that no AOTI payload can run here. Needs
     pyelftools (executorch[tools])."""
-    from executorch.tools.symcheck import read_elf, read_shared_object
+    try:
+        from executorch.tools.symcheck import read_elf, read_shared_object
+    except ImportError as e:
+        raise ImportError("missing_shims reads the libraries with pyelftools: pip install 'executorch[tools]'") from e
 
     try:
         needed = {name for name in read_elf(io.BytesIO(library), "model").undefined if name.startswith("aoti_torch_")}
