@@ -102,3 +102,49 @@ def test_every_shim_a_library_calls_is_checked_at_export() -> None:
     assert missing_shims(built_library("AOTI_TEST_UNKNOWN_SHIM")) == ["aoti_torch_frobnicate"]
     with pytest.raises(ValueError, match="no ELF shared object"):
         missing_shims(LIBRARY)
+
+
+class Affine(torch.nn.Module):
+    def forward(self, x):
+        return x * 3.0 - 1.0
+
+
+@pytest.mark.parametrize("options, message", [
+    (dict(compiler="tvm", backend="cuda"), "unknown compiler 'tvm'"),
+    (dict(compiler="aoti"), "takes backend='cuda' alone"),
+    (dict(compiler="aoti", backend=["cuda", "xnnpack"]), "takes backend='cuda' alone"),
+    (dict(compiler="aoti", backend="cuda", quantize="int8"), "without quantize"),
+    (dict(compiler="aoti", backend="cuda", cuda_archs=["sm_90"]), "cuda_archs"),
+])
+def test_aoti_export_options_are_checked(options: dict[str, Any], message: str) -> None:
+    from executorch.export import ExportError, export
+
+    with pytest.raises(ExportError, match=message):
+        export(Affine(), (torch.zeros(2, 2),), **options)
+
+
+def test_aoti_export_says_what_this_machine_lacks() -> None:
+    from executorch.export import ExportError, export
+
+    if torch.__version__.startswith("2.11") and torch.cuda.is_available():
+        pytest.skip("this machine compiles AOTI payloads (tests/aoti_export_test.py)")
+    with pytest.raises(ExportError, match=r"needs torch 2\.11|compiles on a CUDA device"):
+        export(Affine(), (torch.zeros(2, 2),), backend="cuda", compiler="aoti")
+
+
+def test_an_aoti_program_is_one_cuda_call_of_its_payload() -> None:
+    from executorch.export._aoti import aoti_program
+
+    x, y = torch.zeros(2, 2), torch.zeros(2, 2)
+    inner = payload(library=built_library("AOTI_TEST_CONTAINER"), constants=[
+        ("scale", torch.tensor([3.0])), ("shift", torch.tensor([-1.0]))], inputs=[x], outputs=[y])
+    program = aoti_program(inner, [x], [y], metadata={"model": "affine"})
+    spec = deserialize(program)
+    plan = spec.plans[0]
+    assert [type(i).__name__ for i in plan.instructions] == ["DelegateCall"]
+    assert plan.delegates[0].backend_id == "CudaBackend" and spec.segments[plan.delegates[0].segment] == inner
+    assert plan.values[plan.inputs[0]].payload.device == 1  # only the delegate reads it: device tensors pass
+    assert spec.metadata["compiler"] == "aoti" and spec.metadata["model"] == "affine"
+    # The test container is a CPU one: CudaBackend refuses it, or the machine has no GPU. Either way an error.
+    with pytest.raises(ExecutorchError, match="CudaBackend"):
+        _C.load_program_bytes(program).load_method("forward")

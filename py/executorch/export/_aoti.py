@@ -16,7 +16,8 @@ from typing import Sequence
 import torch
 
 from executorch.export._dtypes import nbytes
-from executorch.serialization.pte import Plan, ProgramSpec, TensorSpec, TensorValue, serialize
+from executorch.export._errors import ExportError
+from executorch.serialization.pte import Delegate, DelegateCall, Plan, ProgramSpec, TensorSpec, TensorValue, serialize
 
 _ALIGNMENT = 16
 
@@ -86,3 +87,89 @@ def missing_shims(library: bytes) -> list[str]:
         raise ValueError(f"the model library is no ELF shared object: {e}") from e
     defined = read_shared_object(shim_library(), shim_library().name).dynsym
     return sorted(needed - set(defined))
+
+
+def aoti_program(payload: bytes, inputs: Sequence[torch.Tensor], outputs: Sequence[torch.Tensor], *,
+                 method_name: str = "forward", metadata: dict[str, str] | None = None) -> bytes:
+    """A program whose method is one CudaBackend call running `payload` (aoti_payload's bytes), as
+    export(compiler="aoti") writes it: the inputs only the delegate reads (so they may be handed over
+    on the device), the outputs in planned host memory."""
+    plan = Plan(name=method_name)
+    planned = 0
+    for tensor in inputs:
+        plan.inputs.append(len(plan.values))
+        plan.values.append(TensorValue(TensorSpec(dtype=_dtype_code(tensor), sizes=list(tensor.shape), device=1)))
+    for tensor in outputs:
+        planned += -planned % _ALIGNMENT
+        spec = TensorSpec(dtype=_dtype_code(tensor), sizes=list(tensor.shape), mem_id=0, mem_offset=planned)
+        planned += nbytes(spec.dtype, spec.sizes)
+        plan.outputs.append(len(plan.values))
+        plan.values.append(TensorValue(spec))
+    plan.buffer_sizes = [planned]
+    plan.delegates.append(Delegate(backend_id="CudaBackend", segment=1))
+    plan.instructions.append(DelegateCall(0, plan.inputs + plan.outputs))
+    meta = {"producer": "executorch.export", "torch_version": torch.__version__, "cuda_delegate_calls": "1",
+            "compiler": "aoti", **(metadata or {})}
+    return serialize(ProgramSpec(plans=[plan], segments=[b"", payload], metadata=meta))
+
+
+# AOTInductor's options for a library that needs no libtorch: kernels embedded, constants left out
+# (the payload carries them), matrix products and convolutions from Triton templates (extern ones
+# would call fallbacks), as upstream ExecuTorch's CUDA backend compiles.
+AOTI_OPTIONS = {
+    "aot_inductor.link_libtorch": False,
+    "aot_inductor.embed_kernel_binary": True,
+    "aot_inductor.package": True,
+    "aot_inductor.package_constants_in_so": False,
+    "aot_inductor.package_constants_on_disk_format": "binary_blob",
+    "max_autotune": True,
+    "max_autotune_gemm_backends": "TRITON",
+    "max_autotune_conv_backends": "TRITON",
+}
+
+
+def export_aoti(module: torch.nn.Module, example_inputs: Sequence[torch.Tensor], *, method_name: str = "forward",
+                metadata: dict[str, str] | None = None) -> bytes:
+    """export(backend="cuda", compiler="aoti"): `module` (already in its dtype, eval mode) compiled
+    whole by AOTInductor on this machine's GPU into one CudaBackend payload. Needs torch 2.11 with
+    CUDA and Triton, and pyelftools."""
+    release = ".".join(torch.__version__.split("+")[0].split(".")[:2])
+    if release != "2.11":
+        raise ExportError(f"compiler='aoti' needs torch 2.11 (the shims serve its generated code); this is "
+                          f"torch {torch.__version__}")
+    if not torch.cuda.is_available():
+        raise ExportError("compiler='aoti' compiles on a CUDA device, and this machine has none")
+    if any(not isinstance(x, torch.Tensor) for x in example_inputs):
+        raise ExportError("compiler='aoti' takes tensor inputs only")
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    device_module = module.to("cuda")
+    device_inputs = tuple(x.to("cuda") for x in example_inputs)
+    with torch.no_grad(), sdpa_kernel([SDPBackend.MATH]):  # attention decomposed, not a fallback
+        ep = torch.export.export(device_module, device_inputs)
+        files = torch._inductor.aot_compile(ep.module(), device_inputs, options=dict(AOTI_OPTIONS))
+        outputs = device_module(*device_inputs)
+    outputs = [outputs] if isinstance(outputs, torch.Tensor) else list(torch.utils._pytree.tree_leaves(outputs))
+    if any(not isinstance(o, torch.Tensor) for o in outputs):
+        raise ExportError("compiler='aoti' gives tensor outputs only")
+    library_path = next((str(f) for f in (files if isinstance(files, (list, tuple)) else [files])
+                         if str(f).endswith(".so")), None)
+    if library_path is None:
+        raise ExportError(f"AOTInductor made no library: {files}")
+    with open(library_path, "rb") as f:
+        library = f.read()
+    missing = missing_shims(library)
+    if missing:
+        raise ExportError(f"the compiled model calls {', '.join(missing)}, which libaoti_cuda_shims.so does not "
+                          "define: an operator that needs such a fallback cannot run through an AOTI payload")
+    runner = torch._C._aoti.AOTIModelContainerRunnerCuda(library_path, 1, "cuda")
+    state = {**ep.state_dict, **ep.constants}
+    constants = []
+    for name, fqn in runner.get_constant_names_to_original_fqns().items():
+        if fqn not in state:
+            raise ExportError(f"the compiled model's constant {name!r} ({fqn!r}) is none of the module's tensors")
+        constants.append((name, state[fqn]))
+    major, minor = torch.cuda.get_device_capability()
+    payload = aoti_payload(library, constants, list(example_inputs), outputs, torch.__version__,
+                           [f"sm_{major}{minor}"])
+    return aoti_program(payload, list(example_inputs), outputs, method_name=method_name, metadata=metadata)

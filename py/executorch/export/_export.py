@@ -610,6 +610,7 @@ def export(
     quantize: str | None = None,
     group_size: int = 32,
     tf32_convolutions: bool = False,
+    compiler: str | None = None,
 ) -> bytes:
     """The .pte bytes of `module` traced with `example_inputs` (shapes are fixed to theirs).
 
@@ -639,9 +640,19 @@ def export(
     features with a float32 scale each, and computes in float32 from activations of any dtype
     (executorch::int4_linear, on the CPU); layers whose input features are no multiple of
     group_size stay as they are.
+    compiler="aoti" (backend="cuda") compiles the whole module with PyTorch's AOTInductor instead, on
+    this machine's GPU (torch 2.11 with CUDA and Triton, and pyelftools), into one CudaBackend call
+    that runs the generated kernels through libaoti_cuda_shims.so; the program runs on devices of
+    the compiling one's architecture, with the same torch release's shims (docs/program_format.md,
+    "AOTInductor payloads"). A model whose compiled code calls a fallback the shims lack is an
+    ExportError naming it.
     """
-    _check_options(backend, cuda_archs, dtype, quantize, tf32_convolutions, group_size)
+    _check_options(backend, cuda_archs, dtype, quantize, tf32_convolutions, group_size, compiler)
     converted, inputs = _converted(module, example_inputs, dtype, quantize, group_size)
+    if compiler == "aoti":
+        from executorch.export._aoti import export_aoti
+
+        return export_aoti(converted, inputs, method_name=method_name, metadata=metadata)
     # In half precision a failed capture is tried again in float32: what torch prints about the first
     # (the partial graph it traced) is shown only where that fails too.
     first_attempt = io.StringIO()
@@ -675,8 +686,15 @@ def backends_of(backend: str | Sequence[str] | None) -> list[str]:
 
 
 def _check_options(backend: str | Sequence[str] | None, cuda_archs: Sequence[str] | None, dtype: torch.dtype | None,
-                   quantize: str | None, tf32_convolutions: bool, group_size: int = 32) -> None:
+                   quantize: str | None, tf32_convolutions: bool, group_size: int = 32,
+                   compiler: str | None = None) -> None:
     cuda = "cuda" in backends_of(backend)
+    if compiler not in (None, "aoti"):
+        raise ExportError(f"unknown compiler {compiler!r}: use None (the delegate's own kernels) or 'aoti'")
+    if compiler == "aoti" and (backends_of(backend) != ["cuda"] or quantize is not None or tf32_convolutions or
+                               cuda_archs is not None):
+        raise ExportError("compiler='aoti' takes backend='cuda' alone, without quantize, tf32_convolutions or "
+                          "cuda_archs (its kernels are built for the compiling device)")
     if cuda_archs is not None:
         bad = [a for a in cuda_archs if not re.fullmatch(r"(sm|compute)_[0-9]{2,3}", a)]
         if not cuda or bad or not cuda_archs:
