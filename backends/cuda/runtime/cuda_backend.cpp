@@ -270,18 +270,25 @@ int arch_number(const std::string& arch, const char* prefix) {
   return v;
 }
 
+// The current device and its compute capability as one number (90 for sm_90).
+Error current_device(int* device, int* cc) {
+  int major = 0, minor = 0;
+  ET_TRY(ecuda::to_error(cudaGetDevice(device), "CudaBackend: device"));
+  ET_TRY(ecuda::to_error(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, *device),
+                         "CudaBackend: device"));
+  ET_TRY(ecuda::to_error(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, *device),
+                         "CudaBackend: device"));
+  *cc = major * 10 + minor;
+  return Error::Ok;
+}
+
 // The architectures a program was exported for (compile spec "cuda_archs": "sm_90,compute_90"),
 // against the device's: real code for exactly its architecture, or PTX for one at most its own.
 Error check_archs(Span<const runtime::CompileSpec> specs) {
   for (const auto& spec : specs) {
     if (std::strcmp(spec.key, "cuda_archs") != 0) continue;
-    int device = 0, major = 0, minor = 0;
-    ET_TRY(ecuda::to_error(cudaGetDevice(&device), "CudaBackend: device"));
-    ET_TRY(ecuda::to_error(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device),
-                           "CudaBackend: device"));
-    ET_TRY(ecuda::to_error(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device),
-                           "CudaBackend: device"));
-    const int cc = major * 10 + minor;
+    int device = 0, cc = 0;
+    ET_TRY(current_device(&device, &cc));
     const std::string archs(reinterpret_cast<const char*>(spec.value.data()), spec.value.size());
     size_t at = 0;
     while (at <= archs.size()) {
@@ -1845,13 +1852,9 @@ void keep_faster_conv(Op& op, cudaStream_t stream) {
 // its container given the method's tensors (constants already on the device). Its kernels run as
 // the container launches them: no CUDA graph (the container allocates as it runs).
 Error load_aoti_model(Delegate& d) {
-  int device = 0, major = 0, minor = 0;
-  ET_TRY(ecuda::to_error(cudaGetDevice(&device), "CudaBackend: device"));
-  ET_TRY(ecuda::to_error(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device),
-                         "CudaBackend: device"));
-  ET_TRY(ecuda::to_error(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device),
-                         "CudaBackend: device"));
-  ET_TRY_ASSIGN(const AotiPayload payload, read_aoti_payload(*d.program, major * 10 + minor));
+  int device = 0, cc = 0;
+  ET_TRY(current_device(&device, &cc));
+  ET_TRY_ASSIGN(const AotiPayload payload, read_aoti_payload(*d.program, cc));
   char name[32];
   std::snprintf(name, sizeof(name), "cuda:%d", device);
   ET_TRY_ASSIGN(d.aoti, AotiModel::load(payload.library, payload.constant_names, *d.method, name));
