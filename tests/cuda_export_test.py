@@ -670,3 +670,45 @@ def test_device_rewrites_of_real_models_compute_the_model(name: str) -> None:
     with torch.no_grad():
         want = model(*example)[0].numpy()
     np.testing.assert_allclose(out, want, rtol=1e-4, atol=1e-4 * max(1.0, float(np.abs(want).max())))
+
+
+class Siblings(torch.nn.Module):
+    """A decoder step's projections: query, key and value of one input (with biases, as Qwen2's),
+    gate and up of another (without), and down."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.q, self.k, self.v = torch.nn.Linear(32, 32), torch.nn.Linear(32, 16), torch.nn.Linear(32, 16)
+        self.gate, self.up = torch.nn.Linear(32, 64, bias=False), torch.nn.Linear(32, 64, bias=False)
+        self.down = torch.nn.Linear(64, 32, bias=False)
+
+    def forward(self, x):
+        h = self.q(x) * self.k(x).repeat(1, 1, 2) + self.v(x).repeat(1, 1, 2)
+        return self.down(torch.nn.functional.silu(self.gate(h)) * self.up(h)) + h
+
+
+@pytest.mark.parametrize("rows, products", [(1, 3), (8, 3), (9, 6)])
+def test_a_decoder_steps_sibling_projections_are_one_product(rows: int, products: int) -> None:
+    """With backend="cuda", linear layers of up to 8 rows reading one input are one product by
+    their joined weights (q/k/v: 3 -> 1, gate/up: 2 -> 1), each layer's output a slice of it; with
+    one row the slices lie in place in the product. The payload, run on the CPU runtime, gives
+    torch's output (1e-4 relative)."""
+    torch.manual_seed(0)
+    module, example = Siblings().eval(), (torch.randn(1, rows, 32),)
+    plan, constants = _device_lowered(module, example)
+    names = [plan.operators[i.op_index][0] for i in plan.instructions]
+    assert sum(n in ("aten::mm", "aten::addmm") for n in names) == products, names
+    payload, _, _ = _partition._subprogram(plan, constants, 0, len(plan.instructions))
+    if rows == 1:
+        from executorch.serialization.pte import deserialize
+
+        sub = deserialize(payload).plans[0]
+        for ins in sub.instructions:
+            if sub.operators[ins.op_index][0] == "aten::slice":
+                src, out = sub.tensor(ins.args[0]), sub.tensor(ins.args[-1])
+                start = sub.values[ins.args[2]].payload
+                assert out.mem_offset == src.mem_offset + start * 4, "a slice of one row is copied"
+    (got,) = Runtime.get().load_program(payload).load_method().execute([example[0].numpy()])
+    with torch.no_grad():
+        want = module(*example).numpy()
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * max(1.0, float(np.abs(want).max())))

@@ -310,11 +310,77 @@ def _additive_masks(graph: torch.fx.Graph) -> None:
             n.kwargs = {**n.kwargs, "attn_mask": converted[mask]}
 
 
+# Products of at most this many rows (a decoder's step) are worth joining: each is one pass over its
+# weights, and on the device the time of a step goes mostly to launching them.
+_FEW_ROWS = 8
+
+
+def _transposed_parameter(w: Any, graph_inputs: set[torch.fx.Node]) -> torch.fx.Node | None:
+    """The parameter whose transpose `w` is (a linear layer's weight as mm takes it), or None."""
+    if (isinstance(w, torch.fx.Node) and w.target == aten.permute.default and list(w.args[1]) == [1, 0]
+            and w.args[0] in graph_inputs):
+        return w.args[0]
+    return None
+
+
+def _sibling_products(graph: torch.fx.Graph, const: set[torch.fx.Node]) -> None:
+    """Linear layers of a few rows that read the same input (views of one tensor to one shape) and
+    whose weights are parameters become one product by the weights joined column-wise, and a slice
+    of its columns for each: attention's query, key and value projections, an MLP's gate and up.
+    With one row the slices are contiguous runs of the product and cost nothing; one kernel reads
+    all the weights instead of two or three each reading a part."""
+    inputs = {n for n in const if n.op == "placeholder"}
+    groups: dict[tuple, list[torch.fx.Node]] = {}
+    for n in graph.nodes:
+        if n.op != "call_function" or n.target not in (aten.mm.default, aten.addmm.default):
+            continue
+        addmm = n.target == aten.addmm.default
+        if addmm and (n.kwargs or len(n.args) != 3):  # beta and alpha other than 1
+            continue
+        x, w = (n.args[1], n.args[2]) if addmm else (n.args[0], n.args[1])
+        shape = _shape(x)
+        if shape is None or len(shape) != 2 or shape[0] > _FEW_ROWS or _transposed_parameter(w, inputs) is None:
+            continue
+        if addmm and (not isinstance(n.args[0], torch.fx.Node) or n.args[0] not in inputs or
+                      _shape(n.args[0]) != [int(n.meta["val"].shape[1])]):
+            continue
+        source = x.args[0] if isinstance(x, torch.fx.Node) and x.target in _VIEWS else x
+        groups.setdefault((source, tuple(shape), addmm, n.meta["val"].dtype), []).append(n)
+    for (_, shape, addmm, _), members in groups.items():
+        if len(members) < 2:
+            continue
+        first = members[0]  # graph order: the others come after it
+        like = first.meta["val"]
+        widths = [int(m.meta["val"].shape[1]) for m in members]
+        x = first.args[1] if addmm else first.args[0]
+        with graph.inserting_before(first):
+            weights = []
+            for m, width in zip(members, widths):
+                p = _transposed_parameter(m.args[2] if addmm else m.args[1], inputs)
+                weights.append(_node(graph, aten.permute.default, (p, [1, 0]), like, [shape[1], width]))
+            joined = _node(graph, aten.cat.default, (weights, 1), like, [shape[1], sum(widths)])
+            if addmm:
+                bias = _node(graph, aten.cat.default, ([m.args[0] for m in members], 0), like, [sum(widths)])
+                product = _node(graph, aten.addmm.default, (bias, x, joined), like, [shape[0], sum(widths)])
+            else:
+                product = _node(graph, aten.mm.default, (x, joined), like, [shape[0], sum(widths)])
+            start = 0
+            parts = []
+            for width in widths:
+                parts.append(_node(graph, aten.slice.Tensor, (product, 1, start, start + width), like,
+                                   [shape[0], width]))
+                start += width
+        for m, part in zip(members, parts):
+            m.replace_all_uses_with(part)
+            graph.erase_node(m)
+
+
 def simplify(ep: torch.export.ExportedProgram, for_device: bool = False, additive_masks: bool = False) -> None:
     """Rewrites `ep`'s graph in place (after decomposition, before lowering). for_device also
     rewrites what the CUDA backend runs only in another form (group norm, vector norm,
     reductions over leading dimensions); the CPU kernels run those as they are. additive_masks
-    turns bool attention masks into float ones (for XNNPACK)."""
+    turns bool attention masks into float ones (for XNNPACK). for_device also joins the linear
+    layers of a decoder step that read one input (_sibling_products)."""
     graph = ep.graph
     if additive_masks:
         _additive_masks(graph)
@@ -323,6 +389,7 @@ def simplify(ep: torch.export.ExportedProgram, for_device: bool = False, additiv
     _explicit_promotions(graph)
     _isinf_any(graph)
     if for_device:
+        _sibling_products(graph, _constant_nodes(ep))
         _leading_none_indices(graph)
         _group_norm(graph)
         _vector_norm(graph)
