@@ -4,6 +4,7 @@ throughput of the shim library (aoti_torch_cuda_mm_out) against torch.matmul.
     python bench/gpu.py [--batches 1,32] [--dtypes float32,float16,bfloat16,int8] [--repeat 50] [--gemm 4096] [--no-compile]
     python bench/gpu.py --models real [--dtypes float32,float16,bfloat16] [--compile resnet50,vit_b_16,...]
     python bench/gpu.py --models real --calls-only [--only ...]   # no GPU needed
+    python bench/gpu.py --models real --aoti [--only ...]         # also export(compiler="aoti"), torch 2.11
 
 Our side (zoo): the model exported with backend="cuda", run from Python with inputs in host memory
 (copied to the device and back by the delegate, as a CPU caller's would be). torch's side: the same
@@ -105,7 +106,7 @@ def _batched(inputs: list[torch.Tensor], batch: int) -> list[torch.Tensor] | Non
 
 
 def real_models(dtypes: list[str], batches: list[int], compiled: set[str], compile_dtypes: set[str], repeat: int,
-                only: list[str] | None = None, calls_only: bool = False) -> None:
+                only: list[str] | None = None, calls_only: bool = False, aoti: bool = False) -> None:
     from executorch.export import ExportError
     from tests.models.real import MODELS as REAL, MORE_MODELS
 
@@ -113,7 +114,7 @@ def real_models(dtypes: list[str], batches: list[int], compiled: set[str], compi
     if only:  # any model of tests/models/real.py
         cases = {k: v for k, v in {**REAL, **MORE_MODELS}.items() if k in only}
     print(f"{'model':28} {'dtype':>8} {'batch':>5} {'calls':>5} {'ours ms':>9} {'host ms':>9} {'eager ms':>9} "
-          f"{'ratio':>6} {'compile ms':>10} {'ratio':>6} {'rel err':>9}")
+          f"{'ratio':>6} {'compile ms':>10} {'ratio':>6} {'rel err':>9}" + (f" {'aoti ms':>9} {'ratio':>6}" if aoti else ""))
     for name, factory in cases.items():
         for label in dtypes:
             for batch in batches:
@@ -165,9 +166,18 @@ def real_models(dtypes: list[str], batches: list[int], compiled: set[str], compi
                     ref = _leaves(gpu_model(*gpu_inputs))[0].float().cpu()
                 got = method.execute(gpu_inputs)[0].float().cpu()
                 err = float((got - ref).abs().max()) / max(float(ref.abs().max()), 1e-30)
+                extra = ""
+                if aoti:  # the same model through an AOTInductor payload; ratio to torch.compile's
+                    try:
+                        compiled_pte = export(model, inputs, backend="cuda", dtype=dtype, compiler="aoti")
+                        aoti_method = Runtime.get().load_program(compiled_pte).load_method()
+                        aoti_ms = timed(lambda: aoti_method.execute(gpu_inputs))
+                        extra = f" {aoti_ms:9.3f} {aoti_ms / compile_ms:6.2f}"
+                    except ExportError as e:
+                        extra = f" aoti export failed: {str(e)[:200]}"
                 print(f"{name:28} {label:>8} {batch:5d} {program.metadata('cuda_delegate_calls'):>5} {ours:9.3f} "
                       f"{host:9.3f} {eager:9.3f} {ours / eager:6.2f} {compile_ms:10.3f} {ours / compile_ms:6.2f} "
-                      f"{err:9.2e}", flush=True)
+                      f"{err:9.2e}{extra}", flush=True)
 
 
 def main() -> int:
@@ -183,6 +193,8 @@ def main() -> int:
                         help="real models that also get the torch.compile column")
     parser.add_argument("--compile-dtypes", default="float16", help="dtypes of the torch.compile column (real)")
     parser.add_argument("--only", help="real models to run (default: all)")
+    parser.add_argument("--aoti", action="store_true",
+                        help="real models: also export(compiler='aoti') (torch 2.11, Triton) and time it")
     parser.add_argument("--calls-only", action="store_true", help="real models: export only, print delegate calls")
     args = parser.parse_args()
     assert args.calls_only or torch.cuda.is_available(), "needs a CUDA device"
@@ -191,7 +203,7 @@ def main() -> int:
         compiled = set(args.compile.split(",")) if not args.no_compile else set()
         real_models(dtypes, [int(b) for b in args.batches.split(",")], compiled, set(args.compile_dtypes.split(",")),
                     args.repeat,
-                    args.only.split(",") if args.only else None, args.calls_only)
+                    args.only.split(",") if args.only else None, args.calls_only, args.aoti)
         return 0
     if args.gemm:
         gemm_tflops(args.gemm, args.repeat)
