@@ -148,3 +148,11 @@ def test_an_aoti_program_is_one_cuda_call_of_its_payload() -> None:
     # The test container is a CPU one: CudaBackend refuses it, or the machine has no GPU. Either way an error.
     with pytest.raises(ExecutorchError, match="CudaBackend"):
         _C.load_program_bytes(program).load_method("forward")
+
+
+def test_truncated_constants_are_refused() -> None:
+    """A payload whose constant data ends before its last constant's does: the method does not load."""
+    spec = deserialize(payload())
+    spec.segments[0] = spec.segments[0][:20]  # fc_weight is 24 bytes, fc_bias after it
+    with pytest.raises(ExecutorchError, match=r"value 0 \(constant\): bytes \[0, \+24\) lie outside segment 0 of 20 bytes"):
+        _C.load_program_bytes(serialize(spec)).load_method("forward")
