@@ -1,6 +1,7 @@
 #include <executorch/backends/cuda/kernels/ops.h>
 
 #include <executorch/backends/cuda/kernels/convert.cuh>
+#include <executorch/backends/cuda/kernels/warp.cuh>
 
 #include <mma.h>
 
@@ -160,15 +161,6 @@ cudaError_t launch_elementwise(int dim, const int64_t* sizes, const int64_t* con
     elementwise_kernel<<<elementwise_blocks(n), kThreads, 0, stream>>>(large, n, body);
   }
   return cudaGetLastError();
-}
-
-__device__ __forceinline__ float warp_max(float v) {
-  for (int o = 16; o > 0; o /= 2) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
-  return v;
-}
-__device__ __forceinline__ float warp_sum(float v) {
-  for (int o = 16; o > 0; o /= 2) v += __shfl_xor_sync(0xffffffffu, v, o);
-  return v;
 }
 
 // Reduces over a block of kThreads threads (all threads get it): within each warp by shuffles,

@@ -1,6 +1,7 @@
 #include <executorch/backends/cuda/kernels/weight_linear.h>
 
 #include <executorch/backends/cuda/kernels/convert.cuh>
+#include <executorch/backends/cuda/kernels/warp.cuh>
 
 #include <algorithm>
 #include <cstdint>
@@ -11,11 +12,6 @@ namespace cuda {
 namespace {
 
 constexpr int kWarps = 8;  // output features per block of the GEMV kernels
-
-__device__ __forceinline__ float warp_total(float v) {
-  for (int o = 16; o > 0; o /= 2) v += __shfl_xor_sync(0xffffffffu, v, o);
-  return v;
-}
 
 // Eight consecutive elements of x as float32 (16-byte loads: x's rows are 16-byte aligned).
 __device__ __forceinline__ void load8(const float* p, float* v) {
@@ -83,7 +79,7 @@ __global__ void weight_gemv_kernel(const T* x, bool x_aligned, const uint8_t* w,
 #pragma unroll
   for (int r = 0; r < kWeightGemvMaxRows; ++r) {
     if (r >= rows) break;
-    const float total = warp_total(acc[r]);
+    const float total = warp_sum(acc[r]);
     if (lane == 0) y[r * n + c] = st<T>(total * s + b);
   }
 }
