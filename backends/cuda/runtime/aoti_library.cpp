@@ -1,5 +1,6 @@
 #include <executorch/backends/cuda/runtime/aoti_library.h>
 
+#include <executorch/extension/cuda/owned.h>
 #include <executorch/runtime/core/log.h>
 
 #include <cuda_runtime_api.h>
@@ -188,27 +189,16 @@ Error AotiContainer::run(Span<AtenTensorHandle> inputs, Span<AtenTensorHandle> o
 namespace {
 
 // A shim tensor over an executorch tensor's memory (contiguous, as a method's tensors are).
-Error wrap(const runtime::EValue& v, int32_t device_type, const char* what, size_t index, AtenTensorHandle* out) {
+Error wrap(const runtime::EValue& v, int32_t device_type, const char* what, size_t index, ShimTensor* out) {
   ET_CHECK_OR_RETURN(v.is_tensor(), Error::InvalidProgram, "%s: %s %zu is not a tensor", kWho, what, index);
   const runtime::Tensor& t = v.to_tensor();
-  if (aoti_torch_create_tensor_from_blob_v2(t.mutable_data_ptr(), t.dim(), t.sizes(), nullptr, 0,
-                                            static_cast<int32_t>(t.scalar_type()), device_type, 0, out,
-                                            aoti_torch_layout_strided(), nullptr, 0) != AOTI_TORCH_SUCCESS) {
+  if (aoti_torch_create_tensor_from_blob_v2(
+          t.mutable_data_ptr(), t.dim(), t.sizes(), nullptr, 0, static_cast<int32_t>(t.scalar_type()), device_type, 0,
+          extension::cuda::out(*out), aoti_torch_layout_strided(), nullptr, 0) != AOTI_TORCH_SUCCESS) {
     return ET_ERROR_CONTEXT(Error::InvalidProgram, "%s: %s %zu", kWho, what, index);
   }
   return Error::Ok;
 }
-
-// Deletes a shim tensor when it goes.
-struct Handle {
-  AtenTensorHandle t = nullptr;
-  Handle() = default;
-  Handle(const Handle&) = delete;
-  Handle& operator=(const Handle&) = delete;
-  ~Handle() {
-    if (t != nullptr) aoti_torch_delete_tensor_object(t);
-  }
-};
 
 }  // namespace
 
@@ -234,9 +224,9 @@ Result<std::unique_ptr<AotiModel>> AotiModel::load(Span<const uint8_t> library,
     const size_t k = model->constants_.size();
     ET_CHECK_OR_RETURN(k < constant_names.size(), Error::InvalidProgram,
                        "%s: its method has more constants than the %zu it names", kWho, constant_names.size());
-    model->constants_.push_back(nullptr);
+    model->constants_.emplace_back();
     ET_TRY(wrap(method.value(i), model->device_type_, "constant", k, &model->constants_.back()));
-    constants[constant_names[k]] = model->constants_.back();
+    constants[constant_names[k]] = model->constants_.back().get();
   }
   ET_CHECK_OR_RETURN(model->constants_.size() == constant_names.size(), Error::InvalidProgram,
                      "%s: it names %zu constants, its method has %zu", kWho, constant_names.size(),
@@ -245,44 +235,30 @@ Result<std::unique_ptr<AotiModel>> AotiModel::load(Span<const uint8_t> library,
   return model;
 }
 
-AotiModel::~AotiModel() {
-  container_.reset();  // before the constants it reads
-  for (AtenTensorHandle t : constants_) {
-    if (t != nullptr) aoti_torch_delete_tensor_object(t);
-  }
-}
-
 Error AotiModel::run(void* stream) {
   runtime::Method& m = *method_;
+  std::vector<ShimTensor> wrapped(m.num_inputs());
+  for (size_t i = 0; i < wrapped.size(); ++i) ET_TRY(wrap(m.input(i), device_type_, "input", i, &wrapped[i]));
   // The container takes the input handles over (deletes them), even where it fails.
-  std::vector<AtenTensorHandle> inputs(m.num_inputs(), nullptr);
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    const Error e = wrap(m.input(i), device_type_, "input", i, &inputs[i]);
-    if (e != Error::Ok) {
-      for (AtenTensorHandle t : inputs) {
-        if (t != nullptr) aoti_torch_delete_tensor_object(t);
-      }
-      return e;
-    }
-  }
-  std::vector<Handle> outputs(m.num_outputs());
+  std::vector<AtenTensorHandle> inputs(wrapped.size());
+  for (size_t i = 0; i < wrapped.size(); ++i) inputs[i] = wrapped[i].release();
   std::vector<AtenTensorHandle> raw(m.num_outputs(), nullptr);
   const Error ran = container_->run({inputs.data(), inputs.size()}, {raw.data(), raw.size()}, stream);
-  for (size_t j = 0; j < raw.size(); ++j) outputs[j].t = raw[j];
+  std::vector<ShimTensor> outputs(raw.begin(), raw.end());
   ET_TRY(ran);
   for (size_t j = 0; j < outputs.size(); ++j) {
-    ET_CHECK_OR_RETURN(outputs[j].t != nullptr, Error::InvalidProgram, "%s: output %zu is missing", kWho, j);
-    Handle dst;
-    ET_TRY(wrap(m.get_output(j), device_type_, "output", j, &dst.t));
+    ET_CHECK_OR_RETURN(outputs[j] != nullptr, Error::InvalidProgram, "%s: output %zu is missing", kWho, j);
+    ShimTensor dst;
+    ET_TRY(wrap(m.get_output(j), device_type_, "output", j, &dst));
     int64_t got = 0, want = 0;
     int32_t got_type = 0, want_type = 0;
-    aoti_torch_get_numel(outputs[j].t, &got), aoti_torch_get_numel(dst.t, &want);
-    aoti_torch_get_dtype(outputs[j].t, &got_type), aoti_torch_get_dtype(dst.t, &want_type);
+    aoti_torch_get_numel(outputs[j].get(), &got), aoti_torch_get_numel(dst.get(), &want);
+    aoti_torch_get_dtype(outputs[j].get(), &got_type), aoti_torch_get_dtype(dst.get(), &want_type);
     ET_CHECK_OR_RETURN(got == want && got_type == want_type, Error::InvalidProgram,
                        "%s: output %zu has %lld elements of dtype %d, its method declares %lld of dtype %d", kWho, j,
                        static_cast<long long>(got), static_cast<int>(got_type), static_cast<long long>(want),
                        static_cast<int>(want_type));
-    if (aoti_torch_copy_(dst.t, outputs[j].t, /*non_blocking=*/1) != AOTI_TORCH_SUCCESS) {
+    if (aoti_torch_copy_(dst.get(), outputs[j].get(), /*non_blocking=*/1) != AOTI_TORCH_SUCCESS) {
       return ET_ERROR_CONTEXT(Error::InvalidProgram, "%s: output %zu", kWho, j);
     }
   }

@@ -37,6 +37,15 @@ struct AOTInductorConstantMap;
 using AOTInductorConstantMapHandle = AOTInductorConstantMap*;
 using AotiConstantMap = std::unordered_map<std::string, AtenTensorHandle>;
 
+// A tensor handle of the shim library, deleted when it goes (CudaBackend's matrix-product operands,
+// AotiModel's views of a method's tensors). A named deleter rather than ecuda::Owned: a shim
+// function's name inside this library's symbol names would read as a second definition of it to
+// the symbol-table checks.
+struct DeleteShimTensor {
+  void operator()(AtenTensorHandle handle) const { aoti_torch_delete_tensor_object(handle); }
+};
+using ShimTensor = std::unique_ptr<AtenTensorOpaque, DeleteShimTensor>;
+
 // The container functions a model library must export.
 struct AotiContainerAbi {
   AOTIRuntimeError (*create_with_device)(AOTInductorModelContainerHandle* container, size_t num_models,
@@ -121,7 +130,7 @@ class AotiModel {
                                                           runtime::Method& method, const char* device);
   AotiModel(const AotiModel&) = delete;
   AotiModel& operator=(const AotiModel&) = delete;
-  ~AotiModel();
+  ~AotiModel() = default;
 
   // Runs the container on the method's input tensors and copies what it returns into the method's
   // output tensors (same dtype and element count, contiguous), on `stream`, which must be the
@@ -132,8 +141,8 @@ class AotiModel {
   AotiModel() = default;
   runtime::Method* method_ = nullptr;
   std::shared_ptr<const AotiLibrary> library_;
-  std::unique_ptr<AotiContainer> container_;
-  std::vector<AtenTensorHandle> constants_;  // views of the method's constants, deleted here
+  std::vector<ShimTensor> constants_;         // views of the method's constants, which the container reads
+  std::unique_ptr<AotiContainer> container_;  // declared after them: destroyed first
   int32_t device_type_ = 0;
 };
 

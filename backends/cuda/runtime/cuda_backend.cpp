@@ -40,14 +40,6 @@ namespace ecuda = extension::cuda;
 using DeviceBuffer = ecuda::DeviceMemory;
 using ecuda::out;
 
-// Tensor handles of the shim library (matrix products run through aoti_torch_cuda_*), freed with
-// the op. A named deleter rather than ecuda::Owned: a shim function's name inside this library's
-// symbol names would read as a second definition of it to the symbol-table checks.
-struct DeleteShimTensor {
-  void operator()(AtenTensorHandle handle) const { aoti_torch_delete_tensor_object(handle); }
-};
-using ShimTensor = std::unique_ptr<AtenTensorOpaque, DeleteShimTensor>;
-
 // A checked instruction (payload.h) and the device resources it needs.
 struct Op {
   OpPlan plan;

@@ -155,6 +155,19 @@ cudaStream_t stream_now() {
   return s ? *s : nullptr;
 }
 
+// `bytes` from src to dst: on the host where both tensors are, else on the current stream, waited
+// for unless `non_blocking`.
+cudaError_t copy_bytes(const AtenTensorOpaque& dst, const AtenTensorOpaque& src, size_t bytes, bool non_blocking) {
+  if (dst.device_type == kCpu && src.device_type == kCpu) {
+    std::memmove(dst.data(), src.data(), bytes);
+    return cudaSuccess;
+  }
+  const cudaStream_t stream = stream_now();
+  cudaError_t status = cudaMemcpyAsync(dst.data(), src.data(), bytes, cudaMemcpyDefault, stream);
+  if (status == cudaSuccess && !non_blocking) status = cudaStreamSynchronize(stream);
+  return status;
+}
+
 }  // namespace
 
 extern "C" {
@@ -269,13 +282,7 @@ AOTITorchError aoti_torch_copy_(AtenTensorHandle self, AtenTensorHandle src, int
     return fail("aoti_torch_copy_: only contiguous copies between tensors of one dtype and size");
   }
   const size_t bytes = static_cast<size_t>(self->numel()) * self->element_size();
-  if (self->device_type == kCpu && src->device_type == kCpu) {
-    std::memmove(self->data(), src->data(), bytes);
-    return AOTI_TORCH_SUCCESS;
-  }
-  const cudaStream_t stream = stream_now();
-  cudaError_t status = cudaMemcpyAsync(self->data(), src->data(), bytes, cudaMemcpyDefault, stream);
-  if (status == cudaSuccess && !non_blocking) status = cudaStreamSynchronize(stream);
+  const cudaError_t status = copy_bytes(*self, *src, bytes, non_blocking != 0);
   return status == cudaSuccess ? AOTI_TORCH_SUCCESS : cuda_fail(status, "aoti_torch_copy_");
 }
 
@@ -305,13 +312,7 @@ AOTITorchError aoti_torch_clone_preserve_strides(AtenTensorHandle self, AtenTens
   const int64_t span = span_of(ndim, self->sizes.data(), self->strides.data());
   const size_t bytes = static_cast<size_t>(span) * self->element_size();
   if (bytes == 0) return AOTI_TORCH_SUCCESS;
-  cudaError_t status = cudaSuccess;
-  if (self->device_type == kCpu && (*ret)->device_type == kCpu) {
-    std::memcpy((*ret)->data(), self->data(), bytes);
-  } else {
-    const cudaStream_t stream = stream_now();
-    status = cudaMemcpyAsync((*ret)->data(), self->data(), bytes, cudaMemcpyDefault, stream);
-  }
+  const cudaError_t status = copy_bytes(**ret, *self, bytes, /*non_blocking=*/true);
   if (status == cudaSuccess) return AOTI_TORCH_SUCCESS;
   delete *ret;
   *ret = nullptr;

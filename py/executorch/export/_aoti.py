@@ -30,6 +30,18 @@ def _dtype_code(t: torch.Tensor) -> int:
     return DTYPE_CODES[t.dtype]
 
 
+def _plan_in_memory(plan: Plan, group: list[int], tensors: Sequence[torch.Tensor], planned: int) -> int:
+    """Appends a value in planned memory (mem_id 0, 16-byte aligned from `planned` on) for each
+    tensor's dtype and shape, its index to `group`; returns the bytes planned so far."""
+    for tensor in tensors:
+        planned += -planned % _ALIGNMENT
+        spec = TensorSpec(dtype=_dtype_code(tensor), sizes=list(tensor.shape), mem_id=0, mem_offset=planned)
+        planned += nbytes(spec.dtype, spec.sizes)
+        group.append(len(plan.values))
+        plan.values.append(TensorValue(spec))
+    return planned
+
+
 def aoti_payload(library: bytes, constants: Sequence[tuple[str, torch.Tensor]], inputs: Sequence[torch.Tensor],
                  outputs: Sequence[torch.Tensor], torch_version: str, cuda_archs: Sequence[str]) -> bytes:
     """The payload bytes of a model library: `constants` as (the container's name, tensor) pairs,
@@ -45,15 +57,7 @@ def aoti_payload(library: bytes, constants: Sequence[tuple[str, torch.Tensor]], 
         spec = TensorSpec(dtype=_dtype_code(tensor), sizes=list(tensor.shape), data_segment=0, data_offset=len(data))
         data += tensor.detach().contiguous().cpu().view(torch.uint8).numpy().tobytes()
         plan.values.append(TensorValue(spec))
-    planned = 0
-    for group, tensors in ((plan.inputs, inputs), (plan.outputs, outputs)):
-        for tensor in tensors:
-            planned += -planned % _ALIGNMENT
-            spec = TensorSpec(dtype=_dtype_code(tensor), sizes=list(tensor.shape), mem_id=0, mem_offset=planned)
-            planned += nbytes(spec.dtype, spec.sizes)
-            group.append(len(plan.values))
-            plan.values.append(TensorValue(spec))
-    plan.buffer_sizes = [planned]
+    plan.buffer_sizes = [_plan_in_memory(plan, plan.outputs, outputs, _plan_in_memory(plan, plan.inputs, inputs, 0))]
     metadata = {
         "aoti_library_segment": "1",
         "aoti_library_bytes": str(len(library)),
@@ -85,7 +89,8 @@ def missing_shims(library: bytes) -> list[str]:
         needed = {name for name in read_elf(io.BytesIO(library), "model").undefined if name.startswith("aoti_torch_")}
     except Exception as e:  # pyelftools raises its own errors on bytes that are no ELF object
         raise ValueError(f"the model library is no ELF shared object: {e}") from e
-    defined = read_shared_object(shim_library(), shim_library().name).dynsym
+    shims = shim_library()
+    defined = read_shared_object(shims, shims.name).dynsym
     return sorted(needed - set(defined))
 
 
@@ -95,17 +100,10 @@ def aoti_program(payload: bytes, inputs: Sequence[torch.Tensor], outputs: Sequen
     export(compiler="aoti") writes it: the inputs only the delegate reads (so they may be handed over
     on the device), the outputs in planned host memory."""
     plan = Plan(name=method_name)
-    planned = 0
     for tensor in inputs:
         plan.inputs.append(len(plan.values))
         plan.values.append(TensorValue(TensorSpec(dtype=_dtype_code(tensor), sizes=list(tensor.shape), device=1)))
-    for tensor in outputs:
-        planned += -planned % _ALIGNMENT
-        spec = TensorSpec(dtype=_dtype_code(tensor), sizes=list(tensor.shape), mem_id=0, mem_offset=planned)
-        planned += nbytes(spec.dtype, spec.sizes)
-        plan.outputs.append(len(plan.values))
-        plan.values.append(TensorValue(spec))
-    plan.buffer_sizes = [planned]
+    plan.buffer_sizes = [_plan_in_memory(plan, plan.outputs, outputs, 0)]
     plan.delegates.append(Delegate(backend_id="CudaBackend", segment=1))
     plan.instructions.append(DelegateCall(0, plan.inputs + plan.outputs))
     meta = {"producer": "executorch.export", "torch_version": torch.__version__, "cuda_delegate_calls": "1",
