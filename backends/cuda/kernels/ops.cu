@@ -594,10 +594,35 @@ __device__ float key_dot(const float* qs, const T* __restrict__ kj, int e_dim, b
   return dot;
 }
 
+// The splits' partials of query row (bh, i) merged into its output: attention_combine_kernel's body,
+// and the split kernel's tail in the block that finishes the row last.
+template <typename T>
+__device__ void combine_partials(const float* part, T* __restrict__ out, const AttentionShape& s, int64_t bh, int64_t i,
+                                 int splits) {
+  const int v_dim = static_cast<int>(s.value_dim);
+  const int64_t b = bh / s.q_heads, h = bh % s.q_heads;
+  float top = -INFINITY, l = 0.f;
+  for (int p = 0; p < splits; ++p) top = fmaxf(top, __ldcg(part + p * (v_dim + 2)));
+  for (int p = 0; p < splits; ++p) {
+    const float mp = __ldcg(part + p * (v_dim + 2));
+    if (mp != -INFINITY) l += __ldcg(part + p * (v_dim + 2) + 1) * expf(mp - top);
+  }
+  for (int e = threadIdx.x; e < v_dim; e += blockDim.x) {
+    float sum = 0.f;
+    for (int p = 0; p < splits; ++p) {
+      const float mp = __ldcg(part + p * (v_dim + 2));
+      if (mp != -INFINITY) sum += __ldcg(part + p * (v_dim + 2) + 2 + e) * expf(mp - top);
+    }
+    out[b * s.out_strides[0] + h * s.out_strides[1] + i * s.out_strides[2] + e] = st<T>(l > 0.f ? sum / l : 0.f);
+  }
+}
+
+// `done` counts, per query row, the splits that have written their partial; the block that brings
+// it to `splits` merges them (one launch, not a second kernel's) and sets it back to 0 for the next.
 template <typename T>
 __global__ void attention_split_kernel(const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__ v,
-                                       const void* __restrict__ mask, float* __restrict__ partials, AttentionShape s,
-                                       int splits) {
+                                       const void* __restrict__ mask, float* __restrict__ partials,
+                                       unsigned* __restrict__ done, T* __restrict__ out, AttentionShape s, int splits) {
   __shared__ float qs[kMaxAttentionHeadDim];
   __shared__ float merged[kSplitWarps][kMaxAttentionHeadDim + 2];  // per warp: m, l, weighted values
   const int e_dim = static_cast<int>(s.head_dim), v_dim = static_cast<int>(s.value_dim);
@@ -691,28 +716,20 @@ __global__ void attention_split_kernel(const T* __restrict__ q, const T* __restr
     }
     part[e] = e == 0 ? top : sum;  // the maximum, then the sum of weights and the weighted values
   }
-}
-
-template <typename T>
-__global__ void attention_combine_kernel(const float* __restrict__ partials, T* __restrict__ out, AttentionShape s,
-                                         int splits) {
-  const int v_dim = static_cast<int>(s.value_dim);
-  const int64_t bh = blockIdx.x, b = bh / s.q_heads, h = bh % s.q_heads, i = blockIdx.y;
-  const float* part = partials + (bh * s.q_len + i) * splits * (v_dim + 2);
-  float top = -INFINITY, l = 0.f;
-  for (int p = 0; p < splits; ++p) top = fmaxf(top, part[p * (v_dim + 2)]);
-  for (int p = 0; p < splits; ++p) {
-    const float mp = part[p * (v_dim + 2)];
-    if (mp != -INFINITY) l += part[p * (v_dim + 2) + 1] * expf(mp - top);
+  // Publish the partial, then count it; the last block of the row sees every other's (fenced before
+  // they counted) and reads them from L2 (__ldcg: not this block's L1).
+  __shared__ bool finishes;
+  __threadfence();
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    unsigned* counter = done + bh * s.q_len + i;
+    finishes = atomicAdd(counter, 1u) == static_cast<unsigned>(splits - 1);
+    if (finishes) *counter = 0;  // no other block of this launch touches it again
   }
-  for (int e = threadIdx.x; e < v_dim; e += blockDim.x) {
-    float sum = 0.f;
-    for (int p = 0; p < splits; ++p) {
-      const float mp = part[p * (v_dim + 2)];
-      if (mp != -INFINITY) sum += part[p * (v_dim + 2) + 2 + e] * expf(mp - top);
-    }
-    out[b * s.out_strides[0] + h * s.out_strides[1] + i * s.out_strides[2] + e] = st<T>(l > 0.f ? sum / l : 0.f);
-  }
+  __syncthreads();
+  if (!finishes) return;
+  __threadfence();
+  combine_partials(partials + (bh * s.q_len + i) * splits * (v_dim + 2), out, s, bh, i, splits);
 }
 
 // Attention on tensor cores (float16, and bfloat16 from sm_80), for head and value sizes that are
@@ -1000,6 +1017,18 @@ struct RopeBody {
     return st<T>(ld(st<T>(ld(x[off[0]]) * ld(cos[off[1]]))) + ld(st<T>(partner * ld(sin[off[2]]))));
   }
 };
+
+// Rope whose output only an index_put reads (a key written into a static cache): each element goes
+// straight to the cache position the indices name.
+template <typename T, typename Index>
+__global__ void rope_put_kernel(Offsets<Index, 4> s, int64_t n, RopeBody<T> body, IndexGather g, int* bad) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= n) return;
+  Index off[4];
+  offsets_of(static_cast<Index>(i), s, off);
+  int64_t target;
+  if (indexed_source(g, i, &target, bad)) body.out[target] = body.load(off);
+}
 
 // 16 bytes moved as one element.
 struct alignas(16) Bytes16 {
@@ -1627,6 +1656,26 @@ cudaError_t launch_rope(const T* x, const T* cos, const T* sin, T* out, int64_t 
   return launch_elementwise<4>(shape.dim, shape.out_sizes, strides, n, body, stream);
 }
 
+template <typename T>
+cudaError_t launch_rope_put(const T* x, const T* cos, const T* sin, T* out, int64_t n, const Broadcast& shape,
+                            const IndexGather& g, int* bad, cudaStream_t stream) {
+  if (shape.dim < 1 || shape.dim > kMaxOpDims || shape.out_sizes[shape.dim - 1] % 2) return cudaErrorInvalidValue;
+  if (n == 0) return cudaSuccess;
+  int64_t position[kMaxOpDims] = {};
+  position[shape.dim - 1] = 1;
+  const int64_t* strides[] = {shape.a_strides, shape.b_strides, shape.c_strides, position};
+  const RopeBody<T> body{x, cos, sin, out, shape.out_sizes[shape.dim - 1] / 2, shape.a_strides[shape.dim - 1]};
+  Offsets<uint32_t, 4> small;
+  if (make_offsets(shape.dim, shape.out_sizes, strides, n, &small)) {
+    rope_put_kernel<<<blocks_for(n), kThreads, 0, stream>>>(small, n, body, g, bad);
+  } else {
+    Offsets<int64_t, 4> large;
+    make_offsets(shape.dim, shape.out_sizes, strides, n, &large);
+    rope_put_kernel<<<blocks_for(n), kThreads, 0, stream>>>(large, n, body, g, bad);
+  }
+  return cudaGetLastError();
+}
+
 template <typename T, int K>
 cudaError_t fused_with(const FusedProgram& p, const T* const* inputs, const int64_t* const* strides, int dim,
                        const int64_t* sizes, T* out, int64_t n, cudaStream_t stream) {
@@ -1792,7 +1841,8 @@ void contiguous_attention_strides(AttentionShape* s) {
 
 int64_t attention_partial_floats(const AttentionShape& s) {
   const int splits = attention_splits(s);
-  return splits > 1 ? s.batch * s.q_heads * s.q_len * splits * (s.value_dim + 2) : 0;
+  // The partials, then a counter per query row (attention_split_kernel's `done`).
+  return splits > 1 ? s.batch * s.q_heads * s.q_len * (splits * (s.value_dim + 2) + 1) : 0;
 }
 
 template <typename T>
@@ -1807,9 +1857,8 @@ cudaError_t launch_attention(const T* q, const T* k, const T* v, const void* mas
   if (const int splits = attention_splits(s); splits > 1) {
     if (partials == nullptr) return cudaErrorInvalidValue;
     const dim3 grid(static_cast<unsigned>(heads), static_cast<unsigned>(s.q_len), static_cast<unsigned>(splits));
-    attention_split_kernel<<<grid, kSplitWarps * 32, 0, stream>>>(q, k, v, mask, partials, s, splits);
-    attention_combine_kernel<<<dim3(static_cast<unsigned>(heads), static_cast<unsigned>(s.q_len)), 128, 0, stream>>>(
-        partials, out, s, splits);
+    unsigned* done = reinterpret_cast<unsigned*>(partials + heads * s.q_len * splits * (s.value_dim + 2));
+    attention_split_kernel<<<grid, kSplitWarps * 32, 0, stream>>>(q, k, v, mask, partials, done, out, s, splits);
     return cudaGetLastError();
   }
   cudaError_t launched = cudaSuccess;
@@ -1982,6 +2031,8 @@ cudaError_t launch_row_reduce(const T* x, T* y, int64_t rows, int64_t cols, bool
   template cudaError_t launch_layer_norm<T>(const T*, const T*, const T*, float, T*, T*, T*, int64_t, int64_t,        \
                                             cudaStream_t);                                                            \
   template cudaError_t launch_rope<T>(const T*, const T*, const T*, T*, int64_t, const Broadcast&, cudaStream_t);     \
+  template cudaError_t launch_rope_put<T>(const T*, const T*, const T*, T*, int64_t, const Broadcast&,                \
+                                          const IndexGather&, int*, cudaStream_t);                                    \
   template cudaError_t launch_rms_norm<T>(const T*, const T*, float, T*, int64_t, int64_t, cudaStream_t);             \
   template cudaError_t launch_im2col<T>(const T*, T*, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,  \
                                         int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,       \

@@ -156,7 +156,8 @@ struct AttentionShape {
 };
 // The strides of contiguous [batch, heads, len, dim] q, k, v and out.
 void contiguous_attention_strides(AttentionShape* s);
-// `partials`: attention_partial_floats(s) floats of device memory where that is above 0, else null.
+// `partials`: attention_partial_floats(s) floats of device memory where that is above 0, else null;
+// zeroed once before the first launch (each launch leaves the counters at its end at zero again).
 template <typename T>
 cudaError_t launch_attention(const T* q, const T* k, const T* v, const void* mask, T* out, const AttentionShape& s,
                              float* partials, cudaStream_t stream);
@@ -179,6 +180,11 @@ cudaError_t launch_rms_norm(const T* x, const T* weight, float eps, T* y, int64_
 template <typename T>
 cudaError_t launch_rope(const T* x, const T* cos, const T* sin, T* out, int64_t n, const Broadcast& shape,
                         cudaStream_t stream);
+// ... its n elements written instead where index_put(out, g's indices, rope) puts them (launch_index_put:
+// in place, an index out of range sets *bad and writes nothing).
+template <typename T>
+cudaError_t launch_rope_put(const T* x, const T* cos, const T* sin, T* out, int64_t n, const Broadcast& shape,
+                            const IndexGather& g, int* bad, cudaStream_t stream);
 // out[i] = in[sum_d idx_d(i) * in_strides[d]] for a contiguous out of shape out_sizes (any dtype
 // of `element_size` bytes: 1, 2, 4 or 8).
 cudaError_t launch_strided_copy(const void* in, void* out, int dim, const int64_t* out_sizes, const int64_t* in_strides,

@@ -33,31 +33,56 @@ __device__ __forceinline__ void load8(const T* p, float* v, bool aligned) {
   for (int i = 0; i < 8; ++i) v[i] = ld(p[i]);
 }
 
+// Sixteen bytes of weights as float32 values, without int-to-float conversions (a slow instruction
+// that left the kernel compute-bound): a float whose exponent gives its mantissa's last bit the value
+// 1 (2^23) takes the bits of a value into its mantissa with one logic op, and one fused multiply-add
+// takes 2^23 and the zero point away again, exactly.
+// int4: 32 values q - 8, two to a byte, the low nibble first. Nibbles 0..4 of a word sit in the
+// mantissa where they are (value q * 2^shift, scaled back by the multiply); 5..7, shifted down 12.
+__device__ __forceinline__ void unpack(const uint4& raw, float (&v)[32]) {
+  const uint32_t words[4] = {raw.x, raw.y, raw.z, raw.w};
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const uint32_t high = words[i] >> 12;
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+      const int shift = j < 5 ? 4 * j : 4 * (j - 3);
+      const float f = __uint_as_float(0x4B000000u | ((j < 5 ? words[i] : high) & (0xFu << shift)));
+      v[8 * i + j] = fmaf(f, 1.f / static_cast<float>(1 << shift), -(8388608.f / static_cast<float>(1 << shift) + 8.f));
+    }
+  }
+}
+// int8: 16 values, each byte biased to unsigned (xor 0x80) and moved into a mantissa by a byte permute.
+__device__ __forceinline__ void unpack(const uint4& raw, float (&v)[16]) {
+  const uint32_t words[4] = {raw.x, raw.y, raw.z, raw.w};
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const uint32_t biased = words[i] ^ 0x80808080u;
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      // bytes: j of `biased`, then 0x00, 0x00, 0x4B (bytes 5, 6, 7 of the constant).
+      v[4 * i + j] = __uint_as_float(__byte_perm(biased, 0x4B000000u, 0x7650u | j)) - (8388608.f + 128.f);
+    }
+  }
+}
+
 // Each warp computes feature c of every row: a lane reads 16 bytes of its weights at a time (16
 // int8 or 32 int4 values, one int4 group) and the matching x of each row; the rows' sums are
 // reduced across the warp at the end.
 template <typename T, bool kInt4>
 __global__ void weight_gemv_kernel(const T* x, bool x_aligned, const uint8_t* w, const float* scales, int64_t group,
-                                   const T* bias, T* y, int rows, int64_t n, int64_t k) {
+                                   const T* bias, const T* residual, T* y, int rows, int64_t n, int64_t k) {
   const int lane = threadIdx.x & 31;
   const int64_t c = static_cast<int64_t>(blockIdx.x) * kWarps + (threadIdx.x >> 5);
   if (c >= n) return;
   constexpr int kPerLoad = kInt4 ? 32 : 16;  // weights per 16-byte load
   const uint8_t* row = w + c * (kInt4 ? k / 2 : k);
   float acc[kWeightGemvMaxRows] = {};
+#pragma unroll 2
   for (int64_t base = static_cast<int64_t>(lane) * kPerLoad; base < k; base += 32 * kPerLoad) {
     const uint4 raw = __ldg(reinterpret_cast<const uint4*>(row + (kInt4 ? base / 2 : base)));
-    const uint8_t* bytes = reinterpret_cast<const uint8_t*>(&raw);
     float wv[kPerLoad];
-#pragma unroll
-    for (int i = 0; i < 16; ++i) {
-      if (kInt4) {
-        wv[2 * i] = static_cast<float>(bytes[i] & 0x0F) - 8.f;
-        wv[2 * i + 1] = static_cast<float>(bytes[i] >> 4) - 8.f;
-      } else {
-        wv[i] = static_cast<float>(static_cast<int8_t>(bytes[i]));
-      }
-    }
+    unpack(raw, wv);
     const float s = kInt4 ? scales[c * (k / group) + base / group] : 1.f;
 #pragma unroll
     for (int r = 0; r < kWeightGemvMaxRows; ++r) {
@@ -80,7 +105,7 @@ __global__ void weight_gemv_kernel(const T* x, bool x_aligned, const uint8_t* w,
   for (int r = 0; r < kWeightGemvMaxRows; ++r) {
     if (r >= rows) break;
     const float total = warp_sum(acc[r]);
-    if (lane == 0) y[r * n + c] = st<T>(total * s + b);
+    if (lane == 0) y[r * n + c] = st<T>(total * s + b + (residual != nullptr ? ld(residual[r * n + c]) : 0.f));
   }
 }
 
@@ -110,8 +135,8 @@ __global__ void dequantize_kernel(const uint8_t* w, const float* scales, int64_t
 }
 
 template <typename T, bool kInt4>
-cudaError_t launch_gemv(const T* x, const uint8_t* w, const float* scales, int64_t group, const T* bias, T* y,
-                        int64_t rows, int64_t n, int64_t k, cudaStream_t stream) {
+cudaError_t launch_gemv(const T* x, const uint8_t* w, const float* scales, int64_t group, const T* bias,
+                        const T* residual, T* y, int64_t rows, int64_t n, int64_t k, cudaStream_t stream) {
   if (rows == 0 || n == 0) return cudaSuccess;  // an empty batch or layer
   if (rows < 0 || rows > kWeightGemvMaxRows || k % 32 != 0 || (kInt4 && (group % 32 != 0 || k % group != 0)) ||
       reinterpret_cast<uintptr_t>(w) % 16 != 0) {
@@ -119,7 +144,7 @@ cudaError_t launch_gemv(const T* x, const uint8_t* w, const float* scales, int64
   }
   const bool x_aligned = reinterpret_cast<uintptr_t>(x) % 16 == 0;  // then so is every row: k % 32 == 0
   weight_gemv_kernel<T, kInt4><<<static_cast<unsigned>((n + kWarps - 1) / kWarps), kWarps * 32, 0, stream>>>(
-      x, x_aligned, w, scales, group, bias, y, static_cast<int>(rows), n, k);
+      x, x_aligned, w, scales, group, bias, residual, y, static_cast<int>(rows), n, k);
   return cudaGetLastError();
 }
 
@@ -136,15 +161,15 @@ cudaError_t launch_dequantize(const uint8_t* w, const float* scales, int64_t gro
 }  // namespace
 
 template <typename T>
-cudaError_t launch_int8_weight_gemv(const T* x, const int8_t* w, const float* scale, const T* bias, T* y, int64_t rows,
-                                    int64_t n, int64_t k, cudaStream_t stream) {
-  return launch_gemv<T, false>(x, reinterpret_cast<const uint8_t*>(w), scale, 1, bias, y, rows, n, k, stream);
+cudaError_t launch_int8_weight_gemv(const T* x, const int8_t* w, const float* scale, const T* bias, const T* residual,
+                                    T* y, int64_t rows, int64_t n, int64_t k, cudaStream_t stream) {
+  return launch_gemv<T, false>(x, reinterpret_cast<const uint8_t*>(w), scale, 1, bias, residual, y, rows, n, k, stream);
 }
 
 template <typename T>
-cudaError_t launch_int4_gemv(const T* x, const uint8_t* q, const float* scales, int64_t group, const T* bias, T* y,
-                             int64_t rows, int64_t n, int64_t k, cudaStream_t stream) {
-  return launch_gemv<T, true>(x, q, scales, group, bias, y, rows, n, k, stream);
+cudaError_t launch_int4_gemv(const T* x, const uint8_t* q, const float* scales, int64_t group, const T* bias,
+                             const T* residual, T* y, int64_t rows, int64_t n, int64_t k, cudaStream_t stream) {
+  return launch_gemv<T, true>(x, q, scales, group, bias, residual, y, rows, n, k, stream);
 }
 
 template <typename T>
@@ -159,13 +184,13 @@ cudaError_t launch_dequantize_int4(const uint8_t* q, const float* scales, int64_
   return launch_dequantize<T, true>(q, scales, group, out, n, k, stream);
 }
 
-#define EXECUTORCH_WEIGHT_LINEAR_FOR(T)                                                                            \
-  template cudaError_t launch_int8_weight_gemv<T>(const T*, const int8_t*, const float*, const T*, T*, int64_t,    \
-                                                  int64_t, int64_t, cudaStream_t);                                 \
-  template cudaError_t launch_int4_gemv<T>(const T*, const uint8_t*, const float*, int64_t, const T*, T*, int64_t, \
-                                           int64_t, int64_t, cudaStream_t);                                        \
-  template cudaError_t launch_dequantize_int8<T>(const int8_t*, const float*, T*, int64_t, int64_t, cudaStream_t); \
-  template cudaError_t launch_dequantize_int4<T>(const uint8_t*, const float*, int64_t, T*, int64_t, int64_t,      \
+#define EXECUTORCH_WEIGHT_LINEAR_FOR(T)                                                                             \
+  template cudaError_t launch_int8_weight_gemv<T>(const T*, const int8_t*, const float*, const T*, const T*, T*,    \
+                                                  int64_t, int64_t, int64_t, cudaStream_t);                         \
+  template cudaError_t launch_int4_gemv<T>(const T*, const uint8_t*, const float*, int64_t, const T*, const T*, T*, \
+                                           int64_t, int64_t, int64_t, cudaStream_t);                                \
+  template cudaError_t launch_dequantize_int8<T>(const int8_t*, const float*, T*, int64_t, int64_t, cudaStream_t);  \
+  template cudaError_t launch_dequantize_int4<T>(const uint8_t*, const float*, int64_t, T*, int64_t, int64_t,       \
                                                  cudaStream_t);
 
 EXECUTORCH_WEIGHT_LINEAR_FOR(float)

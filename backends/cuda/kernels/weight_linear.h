@@ -22,13 +22,14 @@ namespace cuda {
 // Up to this many rows (decode steps), one pass reads each weight once for every row.
 constexpr int64_t kWeightGemvMaxRows = 8;
 
-// y for rows <= kWeightGemvMaxRows: each warp reads one output feature's weights.
+// y for rows <= kWeightGemvMaxRows: each warp reads one output feature's weights. Where residual is
+// given (y's shape; it may be y itself), y = residual + the product, rounded once.
 template <typename T>
-cudaError_t launch_int8_weight_gemv(const T* x, const int8_t* w, const float* scale, const T* bias, T* y, int64_t rows,
-                                    int64_t n, int64_t k, cudaStream_t stream);
+cudaError_t launch_int8_weight_gemv(const T* x, const int8_t* w, const float* scale, const T* bias, const T* residual,
+                                    T* y, int64_t rows, int64_t n, int64_t k, cudaStream_t stream);
 template <typename T>
-cudaError_t launch_int4_gemv(const T* x, const uint8_t* q, const float* scales, int64_t group, const T* bias, T* y,
-                             int64_t rows, int64_t n, int64_t k, cudaStream_t stream);
+cudaError_t launch_int4_gemv(const T* x, const uint8_t* q, const float* scales, int64_t group, const T* bias,
+                             const T* residual, T* y, int64_t rows, int64_t n, int64_t k, cudaStream_t stream);
 
 // The weights transposed as T [k, n] (each value rounded to T), for a matrix product on more rows.
 template <typename T>

@@ -89,6 +89,8 @@ struct Op {
     std::string label;
   };
   std::unique_ptr<Fused> fused;
+  // rope: the arguments of the index_put whose values it is, which it writes itself (fuse_rope_puts).
+  Span<EValue*> put;
   // Nothing to run: the convolution before it computes it (its epilogue), or a copy onto itself
   // (the exporter planned a view's output on its input's bytes).
   bool skipped = false;
@@ -579,6 +581,15 @@ Error index_gather(const Tensor& x, Span<EValue* const> items, const char* name,
   return Error::Ok;
 }
 
+// A product with its residual (fuse_linear_residuals): shims bias, x, w, product (addmm) or x, w,
+// product (mm), then the add's output and the residual.
+AOTITorchError linear_residual(const Op& op) {
+  const bool addmm = op.plan.kind == OpKind::Addmm;
+  const size_t o = addmm ? 4 : 3;
+  return executorch_cuda_linear_residual_out(op.shim[o].get(), addmm ? op.shim[0].get() : nullptr, op.shim[o - 3].get(),
+                                             op.shim[o - 2].get(), op.shim[o + 1].get());
+}
+
 // Runs one op on `stream`. Argument layout follows the ATen schema, outputs last (as the CPU kernels);
 // plan_op checked kinds, dtypes and shapes at init, and they never change.
 template <typename T>
@@ -620,9 +631,7 @@ Error run_typed(const Op& op, void* index_error, cudaStream_t stream) {
     case OpKind::Bmm: {
       // Through the shim library, on the current stream (execute() set it).
       const AOTITorchError e =
-          op.residual != nullptr
-              ? executorch_cuda_linear_residual_out(op.shim[4].get(), op.shim[0].get(), op.shim[1].get(),
-                                                    op.shim[2].get(), op.shim[5].get())
+          op.residual != nullptr ? linear_residual(op)
           : op.plan.kind == OpKind::Addmm
               ? aoti_torch_cuda_addmm_out(op.shim[3].get(), op.shim[0].get(), op.shim[1].get(), op.shim[2].get(),
                                           a[3]->scalar_as_double(), a[4]->scalar_as_double())
@@ -653,7 +662,21 @@ Error run_typed(const Op& op, void* index_error, cudaStream_t stream) {
       const Tensor& o = a[3]->to_tensor();
       Broadcast shape;
       ET_TRY(make_broadcast(o, {&a[0]->to_tensor(), &a[1]->to_tensor(), &a[2]->to_tensor()}, name, &shape));
-      status = launch_rope(ptr<T>(a[0]), ptr<T>(a[1]), ptr<T>(a[2]), ptr<T>(a[3]), o.numel(), shape, stream);
+      if (op.put.empty()) {
+        status = launch_rope(ptr<T>(a[0]), ptr<T>(a[1]), ptr<T>(a[2]), ptr<T>(a[3]), o.numel(), shape, stream);
+        break;
+      }
+      // index_put(self, indices, values = this rope, accumulate, out), as OpKind::IndexPut runs it.
+      const Tensor &self = op.put[0]->to_tensor(), &cache = op.put[4]->to_tensor();
+      IndexGather g{};
+      ET_TRY(index_gather(self, op.put[1]->to_tensor_list(), name, &g));
+      if (cache.const_data_ptr() != self.const_data_ptr()) {
+        status = cudaMemcpyAsync(cache.mutable_data_ptr(), self.const_data_ptr(), self.nbytes(),
+                                 cudaMemcpyDeviceToDevice, stream);
+        if (status != cudaSuccess) break;
+      }
+      status = launch_rope_put(ptr<T>(a[0]), ptr<T>(a[1]), ptr<T>(a[2]), ptr<T>(op.put[4]), o.numel(), shape, g,
+                               static_cast<int*>(index_error), stream);
       break;
     }
     case OpKind::RmsNorm:
@@ -1023,11 +1046,12 @@ Error run_typed(const Op& op, void* index_error, cudaStream_t stream) {
       const size_t bias = int4 ? 4 : 3;
       const T* b = a[bias]->is_tensor() ? ptr<T>(a[bias]) : nullptr;
       const float* scales = ptr<float>(a[2]);
-      if (!dequantizes(op)) {
-        status = int4 ? launch_int4_gemv(ptr<T>(a[0]), ptr<uint8_t>(a[1]), scales, group, b, ptr<T>(a[bias + 1]), rows,
-                                         n, k, stream)
-                      : launch_int8_weight_gemv(ptr<T>(a[0]), ptr<int8_t>(a[1]), scales, b, ptr<T>(a[bias + 1]), rows,
-                                                n, k, stream);
+      if (!dequantizes(op)) {  // with the residual after it where fuse_linear_residuals found one
+        const T* residual = op.residual ? ptr<T>(op.residual) : nullptr;
+        T* y = ptr<T>(op.residual ? op.result : a[bias + 1]);
+        status =
+            int4 ? launch_int4_gemv(ptr<T>(a[0]), ptr<uint8_t>(a[1]), scales, group, b, residual, y, rows, n, k, stream)
+                 : launch_int8_weight_gemv(ptr<T>(a[0]), ptr<int8_t>(a[1]), scales, b, residual, y, rows, n, k, stream);
         break;
       }
       T* w = static_cast<T*>(op.workspace);
@@ -1281,23 +1305,38 @@ void fuse_epilogues(std::vector<Op>& ops, runtime::Method& m) {
   }
 }
 
-// A linear layer (addmm with a bias row) and the residual added to its output right after, through
-// views that lie in place (transformers' attention out-projection and second MLP layer), are one
-// cuBLASLt call that reads the residual as its C matrix: the add's pass goes. The product is then
-// written to the add's output (shim[4], the residual shim[5]); the views in between stay unwritten.
+// A linear layer (addmm with a bias row, or mm) and the residual added to its output right after,
+// through views that lie in place (transformers' attention out-projection and second MLP layer; Llama's
+// have no bias), are one cuBLASLt call that reads the residual as its C matrix: the add's pass goes.
+// The product is then written to the add's output (the shim after the product's own, the residual's
+// next: see linear_residual); the views in between stay unwritten.
 Error fuse_linear_residuals(std::vector<Op>& ops, runtime::Method& m) {
   Uses uses = count_uses(ops, m);
   for (size_t i = 0; i < ops.size(); ++i) {
     Op& mm = ops[i];
     const auto& a = mm.args;
-    if (mm.plan.kind != OpKind::Addmm || mm.skipped || mm.shim.size() != 4 || !a[0]->is_tensor() ||
-        a[3]->scalar_as_double() != 1.0 || a[4]->scalar_as_double() != 1.0) {
+    const bool addmm = mm.plan.kind == OpKind::Addmm;  // addmm(bias, x, w, beta, alpha, out); mm(x, w, out)
+    // A weight-only quantized layer's GEMV (x, weight, scale(s), [group,] bias, out) adds it itself.
+    const bool gemv =
+        (mm.plan.kind == OpKind::Int4Linear || mm.plan.kind == OpKind::Int8WeightLinear) && !dequantizes(mm);
+    if (mm.skipped || !(addmm || gemv || mm.plan.kind == OpKind::Mm) ||
+        (!gemv && mm.shim.size() != (addmm ? 4u : 3u)) ||
+        (addmm && (!a[0]->is_tensor() || a[3]->scalar_as_double() != 1.0 || a[4]->scalar_as_double() != 1.0))) {
       continue;
     }
-    const Tensor& x = a[1]->to_tensor();
-    const Tensor& w = a[2]->to_tensor();
-    if (x.dim() != 2 || w.dim() != 2 || a[0]->to_tensor().numel() != w.size(1)) continue;
-    EValue* cur = a[5];
+    int64_t rows, cols;  // the product's
+    EValue* x_value = a[addmm ? 1 : 0];
+    EValue* w_value = a[addmm ? 2 : 1];
+    EValue* cur = a[a.size() - 1];
+    if (gemv) {
+      rows = mm.plan.ints[0], cols = mm.plan.ints[1];
+    } else {
+      const Tensor& x = x_value->to_tensor();
+      const Tensor& w = w_value->to_tensor();
+      if (x.dim() != 2 || w.dim() != 2 || (addmm && a[0]->to_tensor().numel() != w.size(1))) continue;
+      rows = x.size(0), cols = w.size(1);
+    }
+    const runtime::ScalarType dtype = x_value->to_tensor().scalar_type();
     size_t j = i + 1;
     while (j < ops.size() && uses[cur] == 2 && ops[j].skipped && ops[j].args[0] == cur &&
            (ops[j].plan.kind == OpKind::Copy || ops[j].plan.kind == OpKind::Permute)) {
@@ -1311,21 +1350,61 @@ Error fuse_linear_residuals(std::vector<Op>& ops, runtime::Method& m) {
     EValue* out = add.args[3];
     const Tensor& r = other->to_tensor();
     const Tensor& o = out->to_tensor();
-    if (r.scalar_type() != x.scalar_type() || o.scalar_type() != x.scalar_type() || !runtime::same_shape(r, o) ||
-        !runtime::same_shape(cur->to_tensor(), o) || o.numel() != x.size(0) * w.size(1) || overlaps(out, a[1]) ||
-        overlaps(out, a[2]) || overlaps_shifted(out, other)) {
+    if (r.scalar_type() != dtype || o.scalar_type() != dtype || !runtime::same_shape(r, o) ||
+        !runtime::same_shape(cur->to_tensor(), o) || o.numel() != rows * cols || overlaps(out, x_value) ||
+        overlaps(out, w_value) || overlaps_shifted(out, other)) {
       continue;
     }
     mm.residual = other;
     mm.result = out;
-    const int64_t sizes[2] = {x.size(0), w.size(1)}, strides[2] = {w.size(1), 1};  // as [rows, cols] matrices
+    add.skipped = true;
+    if (gemv) continue;
+    const int64_t sizes[2] = {rows, cols}, strides[2] = {cols, 1};  // as [rows, cols] matrices
     for (EValue* v : {out, other}) {
       mm.shim.emplace_back();
       ET_TRY(shim_view(v, &mm.shim.back(), 2, sizes, strides));
     }
-    add.skipped = true;
   }
   return Error::Ok;
+}
+
+// A rotary embedding whose output only an index_put reads, as its values (a key written into a static
+// cache), writes into the cache itself: one pass, the rotated key never stored apart. It runs at the
+// index_put's place in the order (the indices may be computed in between), so nothing in between
+// may write where its inputs lie.
+void fuse_rope_puts(std::vector<Op>& ops, runtime::Method& m) {
+  Uses uses = count_uses(ops, m);
+  for (size_t i = 0; i < ops.size(); ++i) {
+    Op& rope = ops[i];
+    if (rope.plan.kind != OpKind::Rope || rope.skipped || rope.fused || uses[rope.args[3]] != 2) continue;
+    const EValue* rotated = rope.args[3];
+    auto touches_inputs = [&](const Op& op) {  // any tensor it names lies on the rope's inputs
+      std::vector<const EValue*> named(op.args.begin(), op.args.end());
+      named.push_back(op.result);
+      if (op.fused) named.push_back(op.fused->out);
+      for (const EValue* v : named) {
+        if (v == nullptr || !v->is_tensor()) continue;
+        for (int k = 0; k < 3; ++k) {
+          if (v != rope.args[k] && overlaps(v, rope.args[k])) return true;
+        }
+      }
+      return false;
+    };
+    size_t j = i + 1;
+    bool clobbers = false;
+    for (; j < ops.size() && std::find(ops[j].args.begin(), ops[j].args.end(), rotated) == ops[j].args.end(); ++j) {
+      clobbers |= !ops[j].skipped && touches_inputs(ops[j]);
+    }
+    if (j == ops.size() || clobbers) continue;
+    const Op& put = ops[j];
+    if (put.plan.kind != OpKind::IndexPut || put.skipped || put.args.size() != 5 || put.args[2] != rotated ||
+        put.args[0] == rotated || put.args[4]->to_tensor().scalar_type() != rotated->to_tensor().scalar_type()) {
+      continue;
+    }
+    rope.put = put.args;
+    std::swap(ops[i], ops[j]);
+    ops[i].skipped = true;  // the index_put, which the rope now at its place does
+  }
 }
 
 // The strides of `sizes` (dim of them) viewing the strided tensor (old_sizes, old_strides), as a
@@ -1946,6 +2025,7 @@ class CudaBackend final : public runtime::BackendInterface {
     ET_TRY(fuse_linear_residuals(d->ops, m));
     ET_TRY(read_permutes_in_place(d->ops, m));
     write_permutes_in_place(d->ops, m);
+    fuse_rope_puts(d->ops, m);
     ET_TRY(
         ecuda::to_error(cudaStreamCreateWithFlags(out(d->own_stream), cudaStreamNonBlocking), "CudaBackend: stream"));
     for (ecuda::Event* e : {&d->joined_in, &d->joined_out}) {
@@ -1991,8 +2071,9 @@ class CudaBackend final : public runtime::BackendInterface {
       if (dequantizes(op)) ET_TRY(prepare_dequantized_product(op, op.workspace));
       if (op.plan.kind == OpKind::Attention) {
         if (const int64_t floats = attention_partial_floats(attention_shape(op)); floats > 0) {
-          ET_TRY(ecuda::to_error(cudaMalloc(out(op.attention_partials), static_cast<size_t>(floats) * sizeof(float)),
-                                 "CudaBackend: attention scratch"));
+          const size_t bytes = static_cast<size_t>(floats) * sizeof(float);
+          ET_TRY(ecuda::to_error(cudaMalloc(out(op.attention_partials), bytes), "CudaBackend: attention scratch"));
+          ET_TRY(ecuda::to_error(cudaMemset(op.attention_partials.get(), 0, bytes), "CudaBackend: attention scratch"));
         }
       }
       if (op.plan.kind == OpKind::RowReduce && op.nhwc) {  // the pixel sums' partials

@@ -91,7 +91,7 @@ struct LtHeuristic {
   int reserved[4];
 };
 constexpr int kLtDescTransA = 3, kLtDescTransB = 4, kLtDescEpilogue = 7, kLtDescBiasPointer = 8;  // attributes
-constexpr uint32_t kLtEpilogueBias = 4;  // CUBLASLT_EPILOGUE_BIAS
+constexpr uint32_t kLtEpilogueDefault = 1, kLtEpilogueBias = 4;  // CUBLASLT_EPILOGUE_DEFAULT, _BIAS
 constexpr int kLtPrefMaxWorkspace = 1;
 constexpr int kScale32F = 0;  // CUDA_R_32F
 
@@ -153,7 +153,7 @@ struct LtPlan {
 
 struct LtThread {
   LtHandle handle = nullptr;
-  std::map<std::tuple<int, int64_t, int64_t, int64_t>, LtPlan> plans;
+  std::map<std::tuple<int, bool, int64_t, int64_t, int64_t>, LtPlan> plans;  // (type, bias, m, n, k)
   LtThread() {
     if (lt().create(&handle) != 0) handle = nullptr;
   }
@@ -205,18 +205,18 @@ const char* cublaslt_gemm_bias(cudaDataType type, int64_t m, int64_t n, int64_t 
   }
   thread_local LtThread th;
   if (th.handle == nullptr) return "cublasLtCreate failed";
-  LtPlan& p = th.plans[{static_cast<int>(type), m, n, k}];
+  LtPlan& p = th.plans[{static_cast<int>(type), bias != nullptr, m, n, k}];
   if (p.desc == nullptr) {
     // Column-major, as C^T[n, m] = B^T[n, k] A^T[k, m]: the bias runs along D's rows (n).
     const int op_n = kOpN;
-    const uint32_t epilogue = kLtEpilogueBias;
+    const uint32_t epilogue = bias ? kLtEpilogueBias : kLtEpilogueDefault;
     const uint64_t workspace = 0;
     LtPref pref = nullptr;
     bool ok = lib.desc_create(&p.desc, kCompute32F, kScale32F) == 0 &&
               lib.desc_set(p.desc, kLtDescTransA, &op_n, sizeof(op_n)) == 0 &&
               lib.desc_set(p.desc, kLtDescTransB, &op_n, sizeof(op_n)) == 0 &&
               lib.desc_set(p.desc, kLtDescEpilogue, &epilogue, sizeof(epilogue)) == 0 &&
-              lib.desc_set(p.desc, kLtDescBiasPointer, &bias, sizeof(bias)) == 0 &&
+              (!bias || lib.desc_set(p.desc, kLtDescBiasPointer, &bias, sizeof(bias)) == 0) &&
               lib.layout_create(&p.a, type, n, k, n) == 0 && lib.layout_create(&p.b, type, k, m, k) == 0 &&
               lib.layout_create(&p.d, type, n, m, n) == 0 && lib.pref_create(&pref) == 0 &&
               lib.pref_set(pref, kLtPrefMaxWorkspace, &workspace, sizeof(workspace)) == 0;
@@ -227,8 +227,9 @@ const char* cublaslt_gemm_bias(cudaDataType type, int64_t m, int64_t n, int64_t 
     p.algo = found.algo;
     p.ok = ok;
   }
-  if (!p.ok) return "cuBLASLt has no bias-epilogue algorithm for this shape";
-  if (lib.desc_set(p.desc, kLtDescBiasPointer, &bias, sizeof(bias)) != 0) return "cuBLASLt bias pointer refused";
+  if (!p.ok) return "cuBLASLt has no algorithm for this shape and epilogue";
+  if (bias && lib.desc_set(p.desc, kLtDescBiasPointer, &bias, sizeof(bias)) != 0)
+    return "cuBLASLt bias pointer refused";
   const float one = 1.f, zero = 0.f;
   const cublasStatus_t s = lib.matmul(th.handle, p.desc, &one, b, p.a, a, p.b, residual ? &one : &zero,
                                       residual ? residual : c, p.d, c, p.d, &p.algo, nullptr, 0, stream);

@@ -27,7 +27,7 @@ const char* cublas_gemm(cudaDataType type, int64_t m, int64_t n, int64_t k, floa
                         float beta, void* c, cudaStream_t stream, int64_t batch = 1, int64_t stride_a = 0,
                         int64_t stride_b = 0, int64_t stride_c = 0);
 
-// Row-major C[m, n] = A[m, k] @ B[k, n] + bias[n] (+ residual[m, n] where given) in one cuBLASLt
+// Row-major C[m, n] = A[m, k] @ B[k, n] (+ bias[n]) (+ residual[m, n]), each where given, in one cuBLASLt
 // call (the bias added by its epilogue, the residual read as its C matrix; residual may be c itself),
 // all of `type`, accumulated in float32, on `stream`. Returns a message where cuBLASLt is absent or
 // refuses the shape (the caller falls back), nullptr on success.

@@ -435,13 +435,13 @@ AOTITorchError executorch_cuda_linear_residual_out(AtenTensorHandle out, AtenTen
   if (mat1 == nullptr || !gemm_type(mat1->dtype, &type)) {
     return fail("executorch_cuda_linear_residual_out: mat1 must be a float32, float16 or bfloat16 CUDA tensor");
   }
-  for (auto [t, what] :
-       {std::pair{out, "out"}, {mat1, "mat1"}, {mat2, "mat2"}, {bias, "bias"}, {residual, "residual"}}) {
+  for (auto [t, what] : {std::pair{out, "out"}, {mat1, "mat1"}, {mat2, "mat2"}, {residual, "residual"}}) {
     if (check_matrix(t, mat1->dtype, what) != AOTI_TORCH_SUCCESS) return AOTI_TORCH_FAILURE;
   }
+  if (bias && check_matrix(bias, mat1->dtype, "bias") != AOTI_TORCH_SUCCESS) return AOTI_TORCH_FAILURE;
   if (mat1->sizes.size() != 2 || mat2->sizes.size() != 2 || out->sizes.size() != 2 ||
       mat1->sizes[1] != mat2->sizes[0] || out->sizes[0] != mat1->sizes[0] || out->sizes[1] != mat2->sizes[1] ||
-      residual->sizes != out->sizes || bias->numel() != out->sizes[1]) {
+      residual->sizes != out->sizes || (bias && bias->numel() != out->sizes[1])) {
     return fail("executorch_cuda_linear_residual_out: shapes do not multiply");
   }
   const int64_t m = out->sizes[0], n = out->sizes[1], k = mat1->sizes[1];
@@ -452,8 +452,9 @@ AOTITorchError executorch_cuda_linear_residual_out(AtenTensorHandle out, AtenTen
     return AOTI_TORCH_FAILURE;
   }
   const cudaStream_t stream = stream_now();
-  if (kc::cublas_available() && kc::cublaslt_gemm_bias(type, m, n, k, mat1->data(), mat2->data(), bias->data(),
-                                                       out->data(), stream, residual->data()) == nullptr) {
+  if (kc::cublas_available() &&
+      kc::cublaslt_gemm_bias(type, m, n, k, mat1->data(), mat2->data(), bias ? bias->data() : nullptr, out->data(),
+                             stream, residual->data()) == nullptr) {
     return AOTI_TORCH_SUCCESS;
   }
   cudaError_t status = cudaSuccess;
@@ -471,7 +472,7 @@ AOTITorchError executorch_cuda_linear_residual_out(AtenTensorHandle out, AtenTen
     status = kc::launch_sgemm(m, n, k, 1.f, static_cast<const float*>(mat1->data()),
                               static_cast<const float*>(mat2->data()), 1.f, static_cast<float*>(out->data()), stream);
   }
-  if (status == cudaSuccess) status = kc::launch_add_rows(m, n, bias->data(), out->data(), type, stream);
+  if (status == cudaSuccess && bias) status = kc::launch_add_rows(m, n, bias->data(), out->data(), type, stream);
   return status == cudaSuccess ? AOTI_TORCH_SUCCESS : cuda_fail(status, op);
 }
 

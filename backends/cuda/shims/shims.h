@@ -105,7 +105,7 @@ AOTI_SHIM_EXPORT AOTITorchError aoti_torch_cuda_bmm_out(AtenTensorHandle out, At
                                                         AtenTensorHandle mat2);
 
 // Beyond AOTInductor's ABI, for the CUDA delegate's fused linear layers: out = bias + mat1 @ mat2 +
-// residual, 2-D and contiguous, bias of one row (n elements); residual may be out itself. One
+// residual, 2-D and contiguous, bias of one row (n elements) or null; residual may be out itself. One
 // cuBLASLt call where it takes the shape, else the product, the residual and the bias in turn.
 AOTI_SHIM_EXPORT AOTITorchError executorch_cuda_linear_residual_out(AtenTensorHandle out, AtenTensorHandle bias,
                                                                     AtenTensorHandle mat1, AtenTensorHandle mat2,
