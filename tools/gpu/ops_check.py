@@ -18,13 +18,15 @@ in and out of Method.execute.
 - IntegerOps: RoBERTa's and CLIP's integer positions (compares, cumsum, gather, argmax);
 - Volumes: 3-D convolutions through cuDNN (grouped, strided, dilated, factored);
 - LSTM, GRU: stacked bidirectional recurrences, one kernel per layer (one per step where wide);
-- weight-only int4 and int8 linear layers: the GEMV (up to 8 rows) and the dequantizing product;
+- weight-only int4 and int8 linear layers: the GEMV (up to 8 rows) and the dequantizing product, a residual
+  added after one (ResidualMlp, which also covers a bias-free product with its residual);
 - TF32: float32 convolutions exported with tf32_convolutions=True are computed in TF32 (they differ
   from the IEEE ones, within TF32's error), and IEEE again without it.
 
     python3 tools/gpu/ops_check.py .
 """
 import copy
+import itertools
 import sys
 
 import numpy as np
@@ -236,15 +238,34 @@ for cell in ("LSTM", "GRU"):
     check_dtypes(f"one-block {cell}", WideSequence(cell, 128).eval(), torch.randn(1, 6, 16))
 
 
+class ResidualMlp(torch.nn.Module):
+    """Llama's MLP block shape: bias-free products, the second added to the input right after it
+    (fused into the product: cuBLASLt's C matrix, or the weight-only GEMV's epilogue)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.up = torch.nn.Linear(256, 384, bias=False)
+        self.down = torch.nn.Linear(384, 256, bias=False)
+
+    def forward(self, x):
+        return x + self.down(torch.nn.functional.gelu(self.up(x)))
+
+
+torch.manual_seed(0)
+check_dtypes("ResidualMlp rows 1", ResidualMlp().eval(), torch.randn(1, 256))
+check_dtypes("ResidualMlp rows 3", ResidualMlp().eval(), torch.randn(3, 256))
+
+
 def check_weight_only() -> None:
     """quantize="int4" (groups 32 and 128) and "int8_weight_only" on the device against the same
     quantized layers in torch (float32 arithmetic): GEMV rows 1, 3 and 8, the dequantizing matrix
-    product at 40; every dtype, with and without a bias."""
+    product at 40; every dtype, with and without a bias, and with a residual added after a product."""
     from executorch.export._quantize import quantize_linear_int4, quantize_linear_int8_weight_only
 
     torch.manual_seed(3)
-    model = torch.nn.Sequential(torch.nn.Linear(256, 384), torch.nn.GELU(), torch.nn.Linear(384, 160, bias=False)).eval()
-    for quantize, group in (("int4", 32), ("int4", 128), ("int8_weight_only", 32)):
+    mlp = torch.nn.Sequential(torch.nn.Linear(256, 384), torch.nn.GELU(), torch.nn.Linear(384, 160, bias=False)).eval()
+    for (quantize, group), model in itertools.product((("int4", 32), ("int4", 128), ("int8_weight_only", 32)),
+                                                      (mlp, ResidualMlp().eval())):
         for rows in (1, 3, 8, 40):
             x = torch.randn(rows, 256)
             for dtype, bound in BOUNDS:
@@ -259,7 +280,8 @@ def check_weight_only() -> None:
                 got = Runtime.get().load_program(pte).load_method().execute([xi if dtype == torch.bfloat16 else xi.numpy()])[0]
                 got = np.asarray(got.float() if isinstance(got, torch.Tensor) else got, dtype=np.float32)
                 err = float(np.abs(got - ref).max()) / max(1.0, float(np.abs(ref).max()))
-                print(f"{quantize} group {group} rows {rows} {str(dtype)[6:]}: {err:.2e} (bound {bound})")
+                print(f"{type(model).__name__} {quantize} group {group} rows {rows} {str(dtype)[6:]}: {err:.2e} "
+                      f"(bound {bound})")
                 if err > bound:
                     raise SystemExit(f"{quantize} rows {rows} {dtype}: out of bounds")
 
