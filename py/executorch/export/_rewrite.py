@@ -375,16 +375,70 @@ def _sibling_products(graph: torch.fx.Graph, const: set[torch.fx.Node]) -> None:
             graph.erase_node(m)
 
 
+_NOT_MERGED = {aten.empty.memory_format, aten.empty_strided.default, aten.empty_like.default,
+               aten.new_empty.default, aten.new_empty_strided.default}
+
+
+def _mergeable(target: Any) -> bool:
+    """Whether two calls of `target` on the same arguments give the same value, with nothing else
+    done: operator overloads whose schema mutates nothing and that draw no random numbers (and not
+    the uninitialized allocations), and getitem."""
+    if target is operator.getitem:
+        return True
+    if not isinstance(target, torch._ops.OpOverload) or target in _NOT_MERGED:
+        return False
+    return not target._schema.is_mutable and torch.Tag.nondeterministic_seeded not in target.tags
+
+
+def _value_key(a: Any) -> Any:
+    """A hashable form of an argument (nodes stand for themselves); raises TypeError where none is."""
+    if isinstance(a, (list, tuple)):
+        return (type(a).__name__, *(_value_key(x) for x in a))
+    if isinstance(a, dict):
+        return ("dict", *sorted((k, _value_key(v)) for k, v in a.items()))
+    hash(a)
+    return a
+
+
+def _common_subexpressions(graph: torch.fx.Graph) -> None:
+    """One node for each value computed more than once: the same operator on the same arguments.
+    transformers' static cache recomputes the cache positions in every layer (an arange, the
+    position copied into each layer's buffer's shape, an add): kernels per layer, the same values.
+    aten.copy's result is its source in the shape, dtype and strides of `self`, so `self` counts by
+    those alone. Nodes the graph returns stay apart (each output, a mutated buffer's value
+    included, keeps a node of its own)."""
+    seen: dict[Any, torch.fx.Node] = {}
+    for n in list(graph.nodes):
+        if n.op != "call_function" or not _mergeable(n.target) or any(u.op == "output" for u in n.users):
+            continue
+        args: tuple = n.args
+        if n.target == aten.copy.default and isinstance(args[0], torch.fx.Node):
+            val = args[0].meta.get("val")
+            if not isinstance(val, torch.Tensor):
+                continue
+            args = (("copy into", tuple(val.shape), tuple(val.stride()), val.dtype, val.device), *args[1:])
+        try:
+            key = (n.target, _value_key(args), _value_key(n.kwargs))
+        except TypeError:
+            continue
+        first = seen.setdefault(key, n)
+        if first is not n:
+            n.replace_all_uses_with(first)
+            graph.erase_node(n)
+
+
 def simplify(ep: torch.export.ExportedProgram, for_device: bool = False, additive_masks: bool = False) -> None:
     """Rewrites `ep`'s graph in place (after decomposition, before lowering). for_device also
     rewrites what the CUDA backend runs only in another form (group norm, vector norm,
     reductions over leading dimensions); the CPU kernels run those as they are. additive_masks
     turns bool attention masks into float ones (for XNNPACK). for_device also joins the linear
-    layers of a decoder step that read one input (_sibling_products)."""
+    layers of a decoder step that read one input (_sibling_products). Values computed more than
+    once are computed once (_common_subexpressions)."""
     graph = ep.graph
     if additive_masks:
         _additive_masks(graph)
     _drop_identity_expands(graph)
+    _common_subexpressions(graph)
     _batched_to_mm(graph, _constant_nodes(ep))
     _explicit_promotions(graph)
     _isinf_any(graph)
