@@ -33,39 +33,6 @@ __device__ __forceinline__ void load8(const T* p, float* v, bool aligned) {
   for (int i = 0; i < 8; ++i) v[i] = ld(p[i]);
 }
 
-// Sixteen bytes of weights as float32 values, without int-to-float conversions (a slow instruction
-// that left the kernel compute-bound): a float whose exponent gives its mantissa's last bit the value
-// 1 (2^23) takes the bits of a value into its mantissa with one logic op, and one fused multiply-add
-// takes 2^23 and the zero point away again, exactly.
-// int4: 32 values q - 8, two to a byte, the low nibble first. Nibbles 0..4 of a word sit in the
-// mantissa where they are (value q * 2^shift, scaled back by the multiply); 5..7, shifted down 12.
-__device__ __forceinline__ void unpack(const uint4& raw, float (&v)[32]) {
-  const uint32_t words[4] = {raw.x, raw.y, raw.z, raw.w};
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    const uint32_t high = words[i] >> 12;
-#pragma unroll
-    for (int j = 0; j < 8; ++j) {
-      const int shift = j < 5 ? 4 * j : 4 * (j - 3);
-      const float f = __uint_as_float(0x4B000000u | ((j < 5 ? words[i] : high) & (0xFu << shift)));
-      v[8 * i + j] = fmaf(f, 1.f / static_cast<float>(1 << shift), -(8388608.f / static_cast<float>(1 << shift) + 8.f));
-    }
-  }
-}
-// int8: 16 values, each byte biased to unsigned (xor 0x80) and moved into a mantissa by a byte permute.
-__device__ __forceinline__ void unpack(const uint4& raw, float (&v)[16]) {
-  const uint32_t words[4] = {raw.x, raw.y, raw.z, raw.w};
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    const uint32_t biased = words[i] ^ 0x80808080u;
-#pragma unroll
-    for (int j = 0; j < 4; ++j) {
-      // bytes: j of `biased`, then 0x00, 0x00, 0x4B (bytes 5, 6, 7 of the constant).
-      v[4 * i + j] = __uint_as_float(__byte_perm(biased, 0x4B000000u, 0x7650u | j)) - (8388608.f + 128.f);
-    }
-  }
-}
-
 // Each warp computes feature c of every row: a lane reads 16 bytes of its weights at a time (16
 // int8 or 32 int4 values, one int4 group) and the matching x of each row; the rows' sums are
 // reduced across the warp at the end.
@@ -78,11 +45,19 @@ __global__ void weight_gemv_kernel(const T* x, bool x_aligned, const uint8_t* w,
   constexpr int kPerLoad = kInt4 ? 32 : 16;  // weights per 16-byte load
   const uint8_t* row = w + c * (kInt4 ? k / 2 : k);
   float acc[kWeightGemvMaxRows] = {};
-#pragma unroll 2
   for (int64_t base = static_cast<int64_t>(lane) * kPerLoad; base < k; base += 32 * kPerLoad) {
     const uint4 raw = __ldg(reinterpret_cast<const uint4*>(row + (kInt4 ? base / 2 : base)));
+    const uint8_t* bytes = reinterpret_cast<const uint8_t*>(&raw);
     float wv[kPerLoad];
-    unpack(raw, wv);
+#pragma unroll
+    for (int i = 0; i < 16; ++i) {
+      if (kInt4) {
+        wv[2 * i] = static_cast<float>(bytes[i] & 0x0F) - 8.f;
+        wv[2 * i + 1] = static_cast<float>(bytes[i] >> 4) - 8.f;
+      } else {
+        wv[i] = static_cast<float>(static_cast<int8_t>(bytes[i]));
+      }
+    }
     const float s = kInt4 ? scales[c * (k / group) + base / group] : 1.f;
 #pragma unroll
     for (int r = 0; r < kWeightGemvMaxRows; ++r) {
