@@ -104,33 +104,17 @@ class TextGenerator:
         token = step.pick(self._prefill_logits(rows), temperature, top_k, top_p)
         prefilled = time.perf_counter()
         tokens: list[list[int]] = [[] for _ in rows]
-
-        def emit(token: list[int]) -> None:
+        position = n
+        while True:
             for row, t in zip(tokens, token):
                 row.append(t)
             if callback is not None:
                 callback(token)
-
-        emit(token)
-        positions = range(n, n + min(max_new_tokens - 1, self.max_seq_len - n))  # one decode step each
-        if isinstance(step, _DeviceSteps) and temperature <= 0.0:
-            # Greedy on the device: each step's token stays there as the next step's input, so the
-            # next step is launched before this one's token is read back; the host's work per token
-            # overlaps the device's instead of following it.
-            pending: _Pending | None = None
-            for position in positions:
-                out = self._decode.execute(step.device_inputs(position))
-                ready = step.argmax_on_device(out[0][:, -1])
-                if pending is not None:
-                    emit(pending.read())
-                pending = ready
-            if pending is not None:
-                emit(pending.read())
-        else:
-            for position in positions:
-                out = self._decode.execute(step.inputs(token, position))
-                token = step.pick(out[0][:, -1], temperature, top_k, top_p)
-                emit(token)
+            if len(tokens[0]) >= max_new_tokens or position >= self.max_seq_len:
+                break
+            out = self._decode.execute(step.inputs(token, position))
+            token = step.pick(out[0][:, -1], temperature, top_k, top_p)
+            position += 1
         return BatchGeneration(tokens, prefilled - start, time.perf_counter() - prefilled)
 
     def _prefill_logits(self, rows: list[list[int]]) -> Any:
@@ -181,18 +165,6 @@ class _HostSteps:
         return [_pick(row, temperature, top_k, top_p, self.rng) for row in rows]
 
 
-class _Pending:
-    """A step's token ids on their way to the host: a pinned buffer and the event after its copy."""
-
-    def __init__(self, torch: Any, rows: int) -> None:
-        self.ids = torch.zeros(rows, dtype=torch.int64, pin_memory=True)
-        self.copied = torch.cuda.Event()
-
-    def read(self) -> list[int]:
-        self.copied.synchronize()  # waits for this copy only, not for steps launched after it
-        return [int(t) for t in self.ids.tolist()]
-
-
 class _DeviceSteps:
     """Decode inputs in two device tensors updated in place; the next token chosen on the device."""
 
@@ -207,26 +179,6 @@ class _DeviceSteps:
             self.generator.manual_seed(seed)
         else:
             self.generator.seed()
-        # Two, taken in turn: one step's ids are read while the next step's are copied.
-        self.pending = [_Pending(torch, rows), _Pending(torch, rows)]
-        self.turn = 0
-
-    def device_inputs(self, position: int) -> list[Any]:
-        """The inputs of a step whose tokens `token` holds already (written by argmax_on_device)."""
-        self.position.fill_(position)
-        return [self.token, self.position]
-
-    def argmax_on_device(self, logits: Any) -> _Pending:
-        """The greedy token of each row of logits [rows, vocab], written into `token` for the next
-        step and copied to the host without waiting; read() it for the ids."""
-        ids = self.torch.argmax(logits, dim=-1)
-        self.token.copy_(ids.view(-1, 1))
-        slot = self.pending[self.turn]
-        self.turn ^= 1
-        slot.ids.copy_(ids, non_blocking=True)
-        slot.copied.record()
-        self.fed = None  # `token` changes with each step now: the next inputs() writes it again
-        return slot
 
     def inputs(self, tokens: list[int], position: int) -> list[Any]:
         if tokens != self.fed:  # else pick() has written them on the device already
