@@ -712,3 +712,26 @@ def test_a_decoder_steps_sibling_projections_are_one_product(rows: int, products
     with torch.no_grad():
         want = module(*example).numpy()
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * max(1.0, float(np.abs(want).max())))
+
+
+@pytest.mark.parametrize("quantize", ["int4", "int8_weight_only"])
+@pytest.mark.parametrize("rows, products", [(1, 3), (9, 6)])
+def test_quantized_sibling_projections_are_one_product(quantize: str, rows: int, products: int) -> None:
+    """The same for weight-only quantized layers: up to 8 rows, q/k/v and gate/up are one GEMV each by
+    their packed weights, scales and biases joined; the payload, run on the CPU runtime, gives the
+    quantized module's output in torch (1e-4 relative)."""
+    from executorch.export._quantize import quantize_linear_int4, quantize_linear_int8_weight_only
+
+    torch.manual_seed(0)
+    module = Siblings().eval()
+    module, _ = quantize_linear_int4(module, 32) if quantize == "int4" else quantize_linear_int8_weight_only(module)
+    example = (torch.randn(1, rows, 32),)
+    plan, constants = _device_lowered(module, example)
+    names = [plan.operators[i.op_index][0] for i in plan.instructions]
+    target = "executorch::int4_linear" if quantize == "int4" else "executorch::int8_weight_linear"
+    assert sum(n == target for n in names) == products, names
+    payload, _, _ = _partition._subprogram(plan, constants, 0, len(plan.instructions))
+    (got,) = Runtime.get().load_program(payload).load_method().execute([example[0].numpy()])
+    with torch.no_grad():
+        want = module(*example).numpy()
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * max(1.0, float(np.abs(want).max())))

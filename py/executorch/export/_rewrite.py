@@ -9,6 +9,7 @@ call. Here it becomes the matrix product it is, with the bias added by addmm.
 
 from __future__ import annotations
 
+import math
 import operator
 from typing import Any
 
@@ -369,6 +370,52 @@ def _sibling_products(graph: torch.fx.Graph, const: set[torch.fx.Node]) -> None:
             for width in widths:
                 parts.append(_node(graph, aten.slice.Tensor, (product, 1, start, start + width), like,
                                    [shape[0], width]))
+                start += width
+        for m, part in zip(members, parts):
+            m.replace_all_uses_with(part)
+            graph.erase_node(m)
+    _quantized_siblings(graph, inputs)
+
+
+def _quantized_siblings(graph: torch.fx.Graph, inputs: set[torch.fx.Node]) -> None:
+    """_sibling_products for weight-only quantized layers (executorch::int4_linear, int8_weight_linear):
+    their packed weights, scales and biases joined along the output features, one GEMV for all."""
+    quantized = {getattr(torch.ops.executorch, name).default for name in ("int4_linear", "int8_weight_linear")
+                 if hasattr(torch.ops.executorch, name)}
+    groups: dict[tuple, list[torch.fx.Node]] = {}
+    for n in graph.nodes:
+        if n.op != "call_function" or n.target not in quantized:
+            continue
+        x, tensors, options = n.args[0], n.args[1:3], n.args[3:-1]  # (x, weight, scale(s), [group,] bias)
+        bias = n.args[-1]
+        shape = _shape(x)
+        if (shape is None or len(shape) < 2 or math.prod(shape[:-1]) > _FEW_ROWS or n.kwargs or
+                not all(t in inputs for t in tensors) or (bias is not None and bias not in inputs)):
+            continue
+        source = x.args[0] if isinstance(x, torch.fx.Node) and x.target in _VIEWS else x
+        groups.setdefault((n.target, source, tuple(shape), tuple(options), bias is None, n.meta["val"].dtype),
+                          []).append(n)
+    for (target, _, shape, options, no_bias, _), members in groups.items():
+        if len(members) < 2:
+            continue
+        first = members[0]
+        like = first.meta["val"]
+        widths = [int(m.meta["val"].shape[-1]) for m in members]
+
+        def joined(index: int) -> torch.fx.Node:  # argument `index` of every member, along dimension 0
+            parts = [m.args[index] for m in members]
+            val = parts[0].meta["val"]
+            return _node(graph, aten.cat.default, (parts, 0), like, [sum(int(p.meta["val"].shape[0]) for p in parts),
+                                                                     *val.shape[1:]], dtype=val.dtype)
+
+        with graph.inserting_before(first):
+            bias = None if no_bias else joined(len(first.args) - 1)
+            product = _node(graph, target, (first.args[0], joined(1), joined(2), *options, bias), like,
+                            [*shape[:-1], sum(widths)])
+            start, parts = 0, []
+            for width in widths:
+                parts.append(_node(graph, aten.slice.Tensor, (product, len(shape) - 1, start, start + width), like,
+                                   [*shape[:-1], width]))
                 start += width
         for m, part in zip(members, parts):
             m.replace_all_uses_with(part)
