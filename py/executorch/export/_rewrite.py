@@ -365,16 +365,27 @@ def _sibling_products(graph: torch.fx.Graph, const: set[torch.fx.Node]) -> None:
                 product = _node(graph, aten.addmm.default, (bias, x, joined), like, [shape[0], sum(widths)])
             else:
                 product = _node(graph, aten.mm.default, (x, joined), like, [shape[0], sum(widths)])
-            start = 0
-            parts = []
-            for width in widths:
-                parts.append(_node(graph, aten.slice.Tensor, (product, 1, start, start + width), like,
-                                   [shape[0], width]))
-                start += width
-        for m, part in zip(members, parts):
-            m.replace_all_uses_with(part)
-            graph.erase_node(m)
+            parts = _column_slices(graph, product, widths, like)
+        _replace(members, parts)
     _quantized_siblings(graph, inputs)
+
+
+def _column_slices(graph: torch.fx.Graph, product: torch.fx.Node, widths: list[int],
+                   like: torch.Tensor) -> list[torch.fx.Node]:
+    """Slices of `product`'s last dimension, `widths` wide in turn: each sibling's output."""
+    shape = _shape(product) or []
+    start, parts = 0, []
+    for width in widths:
+        parts.append(_node(graph, aten.slice.Tensor, (product, len(shape) - 1, start, start + width), like,
+                           [*shape[:-1], width]))
+        start += width
+    return parts
+
+
+def _replace(members: list[torch.fx.Node], parts: list[torch.fx.Node]) -> None:
+    for m, part in zip(members, parts):
+        m.replace_all_uses_with(part)
+        m.graph.erase_node(m)
 
 
 def _quantized_siblings(graph: torch.fx.Graph, inputs: set[torch.fx.Node]) -> None:
@@ -412,14 +423,8 @@ def _quantized_siblings(graph: torch.fx.Graph, inputs: set[torch.fx.Node]) -> No
             bias = None if no_bias else joined(len(first.args) - 1)
             product = _node(graph, target, (first.args[0], joined(1), joined(2), *options, bias), like,
                             [*shape[:-1], sum(widths)])
-            start, parts = 0, []
-            for width in widths:
-                parts.append(_node(graph, aten.slice.Tensor, (product, len(shape) - 1, start, start + width), like,
-                                   [*shape[:-1], width]))
-                start += width
-        for m, part in zip(members, parts):
-            m.replace_all_uses_with(part)
-            graph.erase_node(m)
+            parts = _column_slices(graph, product, widths, like)
+        _replace(members, parts)
 
 
 _NOT_MERGED = {aten.empty.memory_format, aten.empty_strided.default, aten.empty_like.default,
