@@ -80,6 +80,17 @@ def test_greedy_matches_transformers(family: tuple[str, torch.nn.Module, bytes],
     assert streamed == expected and result.tokens_per_second > 0
 
 
+def test_program_state_is_the_cache_alone(family: tuple[str, torch.nn.Module, bytes]) -> None:
+    # transformers' static cache also updates a position counter per layer that nothing reads:
+    # export_llm leaves those out of the state, and their updates out of the methods.
+    name, _, pte = family
+    spec = deserialize(pte)
+    assert sorted(b.name for b in spec.mutable_buffers) == sorted(
+        f"{kind}_cache_{layer}" for kind in ("key", "value") for layer in range(2)), name
+    program = Runtime.get().load_program(pte)
+    assert sorted(program.new_state().buffer_names) == sorted(b.name for b in spec.mutable_buffers)
+
+
 @pytest.mark.parametrize("name", ["llama", "gpt2"])
 def test_batch_rows_each_match_transformers(name: str, tmp_path: Path) -> None:
     """export_llm(batch_size=3): generate_batch's rows equal transformers' greedy tokens for each

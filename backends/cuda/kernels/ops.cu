@@ -557,7 +557,7 @@ __global__ void attention_kernel(const T* __restrict__ q, const T* __restrict__ 
 // memory) reads its key's row whole, so a warp has 32 rows in flight rather than one, and keys the
 // mask removes (a static cache's unused positions) are never read. Each warp keeps its own online
 // softmax; the block's warps are merged in shared memory into one partial (maximum, sum, weighted
-// values) per split, which attention_combine_kernel merges across splits.
+// values) per split, which the last split of the row to finish merges (combine_partials).
 constexpr int kSplitWarps = 4;
 constexpr int64_t kSplitMinKeys = 128;  // keys a split takes at least
 constexpr int kSplitMaxSplits = 64;
@@ -576,17 +576,26 @@ int attention_splits(const AttentionShape& s) {
   return static_cast<int>(std::max<int64_t>(splits, 2));
 }
 
-// The dot product of the (scaled, float) query `qs` with key row `kj`: 16-byte loads where `vector`.
+// The dot product of the (scaled, float) query `qs` with key row `kj`: 16-byte loads where `vector`,
+// eight issued before any is used (the row's loads in flight together, not one latency each).
 template <typename T>
 __device__ float key_dot(const float* qs, const T* __restrict__ kj, int e_dim, bool vector) {
   float dot = 0.f;
   if (vector) {
-    constexpr int kVec = 16 / sizeof(T);
-    for (int e = 0; e < e_dim; e += kVec) {
-      const uint4 bits = *reinterpret_cast<const uint4*>(kj + e);
-      const T* x = reinterpret_cast<const T*>(&bits);
+    constexpr int kVec = 16 / sizeof(T), kBatch = 8;
+    for (int e0 = 0; e0 < e_dim; e0 += kVec * kBatch) {
+      uint4 bits[kBatch];
 #pragma unroll
-      for (int t = 0; t < kVec; ++t) dot += qs[e + t] * ld(x[t]);
+      for (int u = 0; u < kBatch; ++u) {
+        if (e0 + u * kVec < e_dim) bits[u] = *reinterpret_cast<const uint4*>(kj + e0 + u * kVec);
+      }
+#pragma unroll
+      for (int u = 0; u < kBatch; ++u) {
+        if (e0 + u * kVec >= e_dim) break;
+        const T* x = reinterpret_cast<const T*>(&bits[u]);
+#pragma unroll
+        for (int t = 0; t < kVec; ++t) dot += qs[e0 + u * kVec + t] * ld(x[t]);
+      }
     }
     return dot;
   }
@@ -594,24 +603,36 @@ __device__ float key_dot(const float* qs, const T* __restrict__ kj, int e_dim, b
   return dot;
 }
 
-// The splits' partials of query row (bh, i) merged into its output: attention_combine_kernel's body,
-// and the split kernel's tail in the block that finishes the row last.
+// The splits' partials of query row (bh, i) merged into its output, by the block that finishes the
+// row last. Warp 0 reads every split's maximum and sum at once (lane p: splits p, p + 32) and leaves
+// each split's weight in `weights`; then each thread sums one value column over the splits.
 template <typename T>
-__device__ void combine_partials(const float* part, T* __restrict__ out, const AttentionShape& s, int64_t bh, int64_t i,
-                                 int splits) {
-  const int v_dim = static_cast<int>(s.value_dim);
+__device__ void combine_partials(const float* part, float* weights, T* __restrict__ out, const AttentionShape& s,
+                                 int64_t bh, int64_t i, int splits) {
+  static_assert(kSplitMaxSplits <= 64, "a lane reads two splits' maxima");
+  const int v_dim = static_cast<int>(s.value_dim), stride = v_dim + 2;
   const int64_t b = bh / s.q_heads, h = bh % s.q_heads;
-  float top = -INFINITY, l = 0.f;
-  for (int p = 0; p < splits; ++p) top = fmaxf(top, __ldcg(part + p * (v_dim + 2)));
-  for (int p = 0; p < splits; ++p) {
-    const float mp = __ldcg(part + p * (v_dim + 2));
-    if (mp != -INFINITY) l += __ldcg(part + p * (v_dim + 2) + 1) * expf(mp - top);
+  __shared__ float total;
+  if (threadIdx.x < 32) {
+    const int p0 = threadIdx.x, p1 = threadIdx.x + 32;
+    const float m0 = p0 < splits ? __ldcg(part + p0 * stride) : -INFINITY;
+    const float m1 = p1 < splits ? __ldcg(part + p1 * stride) : -INFINITY;
+    const float l0 = p0 < splits ? __ldcg(part + p0 * stride + 1) : 0.f;
+    const float l1 = p1 < splits ? __ldcg(part + p1 * stride + 1) : 0.f;
+    const float top = warp_max(fmaxf(m0, m1));
+    const float w0 = m0 == -INFINITY ? 0.f : expf(m0 - top), w1 = m1 == -INFINITY ? 0.f : expf(m1 - top);
+    if (p0 < splits) weights[p0] = w0;
+    if (p1 < splits) weights[p1] = w1;
+    const float l = warp_sum(l0 * w0 + l1 * w1);
+    if (threadIdx.x == 0) total = l;
   }
+  __syncthreads();
+  const float l = total;
   for (int e = threadIdx.x; e < v_dim; e += blockDim.x) {
     float sum = 0.f;
+#pragma unroll 8
     for (int p = 0; p < splits; ++p) {
-      const float mp = __ldcg(part + p * (v_dim + 2));
-      if (mp != -INFINITY) sum += __ldcg(part + p * (v_dim + 2) + 2 + e) * expf(mp - top);
+      if (weights[p] != 0.f) sum += __ldcg(part + p * stride + 2 + e) * weights[p];
     }
     out[b * s.out_strides[0] + h * s.out_strides[1] + i * s.out_strides[2] + e] = st<T>(l > 0.f ? sum / l : 0.f);
   }
@@ -729,7 +750,8 @@ __global__ void attention_split_kernel(const T* __restrict__ q, const T* __restr
   __syncthreads();
   if (!finishes) return;
   __threadfence();
-  combine_partials(partials + (bh * s.q_len + i) * splits * (v_dim + 2), out, s, bh, i, splits);
+  __shared__ float weights[kSplitMaxSplits];
+  combine_partials(partials + (bh * s.q_len + i) * splits * (v_dim + 2), weights, out, s, bh, i, splits);
 }
 
 // Attention on tensor cores (float16, and bfloat16 from sm_80), for head and value sizes that are

@@ -1593,6 +1593,12 @@ void fuse_elementwise(std::vector<Op>& ops, runtime::Method& m) {
     size_t best_outside = 0;
     for (size_t j = i; j < ops.size() && members.size() < static_cast<size_t>(kMaxFusedSteps); ++j) {
       const Op& op = ops[j];
+      // A view planned in place (no kernel: a column slice of joined products, say) is passed over,
+      // unless it views a member's output, which the run keeps in registers only.
+      if (j > i && op.skipped && !op.fused && lies_in_place(op)) {
+        if (internal.count(op.args[0])) break;
+        continue;
+      }
       if (!elementwise(op) || op.plan.dtype != ops[i].plan.dtype) break;
       const Tensor& o = output(op)->to_tensor();
       if (!runtime::same_shape(o, shape) || internal.count(output(op))) break;

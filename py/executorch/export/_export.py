@@ -442,13 +442,48 @@ def _state_updates(ep: torch.export.ExportedProgram) -> tuple[dict[str, str], di
     return placeholders, new_values
 
 
+def unread_buffers(methods: Sequence[torch.export.ExportedProgram]) -> frozenset[str]:
+    """The buffers some method mutates and no method reads: each use of such a buffer is as the
+    `self` of aten.copy, which takes only its shape and dtype. What they hold is never seen by a
+    computation (transformers' static cache keeps such a position counter per layer)."""
+    mutated: set[str] = set()
+    read: set[str] = set()
+    for ep in methods:
+        mutated.update(_state_updates(ep)[0].values())
+        nodes = {n.name: n for n in ep.graph.nodes if n.op == "placeholder"}
+        for placeholder, buffer in ep.graph_signature.inputs_to_buffers.items():
+            node = nodes[placeholder]
+            if any(u.target != torch.ops.aten.copy.default or u.args[0] is not node or node in u.args[1:]
+                   for u in node.users):
+                read.add(buffer)
+    return frozenset(mutated - read)
+
+
+def _dropped_updates(ep: torch.export.ExportedProgram, dropped: frozenset[str]) -> set[torch.fx.Node]:
+    """The nodes of `ep` that compute only new values of the buffers in `dropped`."""
+    kinds = torch.export.graph_signature.OutputKind
+    output = next(n for n in ep.graph.nodes if n.op == "output")
+    results = output.args[0] if isinstance(output.args[0], (tuple, list)) else [output.args[0]]
+    kept = {r for spec, r in zip(ep.graph_signature.output_specs, results)
+            if not (spec.kind == kinds.BUFFER_MUTATION and spec.target in dropped)}
+    dead: set[torch.fx.Node] = set()
+    for n in reversed(ep.graph.nodes):
+        if n.op == "call_function" and n.users and n not in kept and all(u in dead or u is output for u in n.users):
+            dead.add(n)
+    return dead
+
+
 def _lower(ep: torch.export.ExportedProgram, name: str, supported: set[str], widen: torch.dtype | None = None,
-           shared: _Shared | None = None) -> tuple[Plan, _Shared]:
-    """Method `name` of `ep`, its constants and state added to `shared` (a new one when None)."""
+           shared: _Shared | None = None, dropped: frozenset[str] = frozenset()) -> tuple[Plan, _Shared]:
+    """Method `name` of `ep`, its constants and state added to `shared` (a new one when None). The
+    buffers in `dropped` (unread_buffers) are left out of the state, and their updates uncomputed."""
     shared = shared if shared is not None else _Shared()
     low = _Lowering(name, widen, shared)
     sig = ep.graph_signature
     states, new_values = _state_updates(ep)
+    states = {k: v for k, v in states.items() if v not in dropped}
+    new_values = {k: v for k, v in new_values.items() if v not in dropped}
+    dead = _dropped_updates(ep, dropped) if dropped else set()
     params = {k: v for k, v in {**sig.inputs_to_parameters, **sig.inputs_to_buffers}.items() if k not in states}
     lifted = sig.inputs_to_lifted_tensor_constants
     user_inputs = list(sig.user_inputs)
@@ -481,6 +516,8 @@ def _lower(ep: torch.export.ExportedProgram, name: str, supported: set[str], wid
             else:
                 raise ExportError(f"{where}: unknown kind of graph input")
         elif node.op == "call_function":
+            if node in dead:
+                continue
             if node.target is operator.getitem:
                 source, index = node.args
                 env[node] = _MISSING if env[source] is _MISSING else env[source][index]
@@ -550,7 +587,9 @@ def _lower(ep: torch.export.ExportedProgram, name: str, supported: set[str], wid
                     low.copy_into(o, f)
         elif node.op == "output":
             results = node.args[0]
-            for r in results if isinstance(results, (tuple, list)) else [results]:
+            for spec, r in zip(sig.output_specs, results if isinstance(results, (tuple, list)) else [results]):
+                if spec.kind == torch.export.graph_signature.OutputKind.BUFFER_MUTATION and spec.target in dropped:
+                    continue
                 ref = env.get(r) if isinstance(r, torch.fx.Node) else None
                 if r in new_values:  # a buffer's new value: into its state, unless computed there
                     state = low.state_values[new_values[r]]
@@ -784,13 +823,15 @@ def _decomposed(ep: torch.export.ExportedProgram,
 
 def _program(methods: dict[str, torch.export.ExportedProgram], *, backend: str | Sequence[str] | None = None,
              cuda_archs: Sequence[str] | None = None, dtype: torch.dtype | None = None,
-             tf32_convolutions: bool = False, metadata: dict[str, str] | None = None) -> bytes:
+             tf32_convolutions: bool = False, metadata: dict[str, str] | None = None,
+             dropped: frozenset[str] = frozenset()) -> bytes:
     """The .pte bytes of a program with one method per entry of `methods` (decomposed graphs of one
-    module), sharing its constants and its mutable buffers."""
+    module), sharing its constants and its mutable buffers (but those in `dropped`: unread_buffers)."""
     names = backends_of(backend)
     widen = dtype if dtype in (torch.float16, torch.bfloat16) and "cuda" not in names else None
     shared = _Shared()
-    plans = [_lower(ep, name, set(supported_operators()), widen, shared)[0] for name, ep in methods.items()]
+    plans = [_lower(ep, name, set(supported_operators()), widen, shared, dropped)[0]
+             for name, ep in methods.items()]
     segments = [shared.data()]
     meta = {"producer": "executorch.export", "torch_version": torch.__version__, **(metadata or {})}
     if names:

@@ -7,7 +7,7 @@ from typing import Any
 import torch
 
 from executorch.export._errors import ExportError
-from executorch.export._export import _check_options, _converted, _decomposed, _program
+from executorch.export._export import _check_options, _converted, _decomposed, _program, unread_buffers
 
 
 def export_llm(model: torch.nn.Module, max_seq_len: int, *, prefill_chunk: int = 32, backend: str | None = None,
@@ -22,7 +22,8 @@ def export_llm(model: torch.nn.Module, max_seq_len: int, *, prefill_chunk: int =
     which the two share. dtype, quantize and
     group_size are as for executorch.export.export (quantize="int4" or "int8_weight_only":
     weight-only int4 or int8 linear layers). With backend="cuda" the cache lives in device memory,
-    updated in place by both methods' delegate calls.
+    updated in place by both methods' delegate calls. Buffers that the methods update but never read
+    (the cache's per-layer position counters) are not part of the program's state.
     """
     try:
         from transformers.integrations.executorch import TorchExportableModuleForDecoderOnlyLM
@@ -55,4 +56,5 @@ def export_llm(model: torch.nn.Module, max_seq_len: int, *, prefill_chunk: int =
     vocab = getattr(model.config, "vocab_size", None) or model.get_output_embeddings().out_features
     metadata = {"llm_max_seq_len": str(max_seq_len), "llm_prefill_chunk": str(prefill_chunk),
                 "llm_vocab_size": str(vocab), "llm_model": type(model).__name__, "llm_batch_size": str(batch_size)}
-    return _program(methods, backend=backend, dtype=dtype, metadata=metadata)
+    return _program(methods, backend=backend, dtype=dtype, metadata=metadata,
+                    dropped=unread_buffers(list(methods.values())))
