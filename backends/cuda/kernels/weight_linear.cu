@@ -11,7 +11,8 @@ namespace backends {
 namespace cuda {
 namespace {
 
-constexpr int kWarps = 8;  // output features per block of the GEMV kernels
+constexpr int kFeaturesPerBlock = 8;  // output features per block of the GEMV kernels
+constexpr int64_t kWideLayer = 8192;  // output features from which a GEMV warp takes two
 
 // Eight consecutive elements of x as float32 (16-byte loads: x's rows are 16-byte aligned).
 __device__ __forceinline__ void load8(const float* p, float* v) {
@@ -33,54 +34,73 @@ __device__ __forceinline__ void load8(const T* p, float* v, bool aligned) {
   for (int i = 0; i < 8; ++i) v[i] = ld(p[i]);
 }
 
-// Each warp computes feature c of every row: a lane reads 16 bytes of its weights at a time (16
-// int8 or 32 int4 values, one int4 group) and the matching x of each row; the rows' sums are
-// reduced across the warp at the end.
-template <typename T, bool kInt4>
-__global__ void weight_gemv_kernel(const T* x, bool x_aligned, const uint8_t* w, const float* scales, int64_t group,
+// Each warp computes kFeatures consecutive output features of every row. A lane takes every 32nd
+// 16-byte chunk of a feature's weights (16 int8 or 32 int4 values: one int4 group or a part of one)
+// and the matching x of each row: a chunk's x is read once for all the warp's features, and the
+// features' weight loads are issued before any is used. Chunk and group indices are 32-bit (a row
+// has k / 16 chunks at most); the rows' sums are reduced across the warp at the end.
+template <typename T, bool kInt4, int kFeatures>
+__global__ void weight_gemv_kernel(const T* x, bool x_aligned, const uint8_t* w, const float* scales, int group,
                                    const T* bias, const T* residual, T* y, int rows, int64_t n, int64_t k) {
-  const int lane = threadIdx.x & 31;
-  const int64_t c = static_cast<int64_t>(blockIdx.x) * kWarps + (threadIdx.x >> 5);
-  if (c >= n) return;
   constexpr int kPerLoad = kInt4 ? 32 : 16;  // weights per 16-byte load
-  const uint8_t* row = w + c * (kInt4 ? k / 2 : k);
-  float acc[kWeightGemvMaxRows] = {};
-  for (int64_t base = static_cast<int64_t>(lane) * kPerLoad; base < k; base += 32 * kPerLoad) {
-    const uint4 raw = __ldg(reinterpret_cast<const uint4*>(row + (kInt4 ? base / 2 : base)));
-    const uint8_t* bytes = reinterpret_cast<const uint8_t*>(&raw);
-    float wv[kPerLoad];
+  const int lane = threadIdx.x & 31;
+  const int64_t c0 = (static_cast<int64_t>(blockIdx.x) * (blockDim.x >> 5) + (threadIdx.x >> 5)) * kFeatures;
+  if (c0 >= n) return;
+  const int chunks = static_cast<int>(k / kPerLoad), chunks_per_group = group / kPerLoad;
+  const int groups = kInt4 ? static_cast<int>(k / group) : 0;
+  const uint4* wf[kFeatures];
+  const float* sf[kFeatures];
 #pragma unroll
-    for (int i = 0; i < 16; ++i) {
-      if (kInt4) {
-        wv[2 * i] = static_cast<float>(bytes[i] & 0x0F) - 8.f;
-        wv[2 * i + 1] = static_cast<float>(bytes[i] >> 4) - 8.f;
-      } else {
-        wv[i] = static_cast<float>(static_cast<int8_t>(bytes[i]));
-      }
+  for (int f = 0; f < kFeatures; ++f) {
+    const int64_t c = c0 + f < n ? c0 + f : n - 1;  // a last warp's missing features repeat its last one
+    wf[f] = reinterpret_cast<const uint4*>(w + c * (kInt4 ? k / 2 : k));
+    sf[f] = scales + c * groups;
+  }
+  float acc[kWeightGemvMaxRows][kFeatures] = {};
+  for (int ch = lane; ch < chunks; ch += 32) {
+    uint4 raw[kFeatures];
+    float s[kFeatures];
+#pragma unroll
+    for (int f = 0; f < kFeatures; ++f) {
+      raw[f] = __ldcs(wf[f] + ch);  // streamed: the weights are read once per step
+      s[f] = kInt4 ? __ldg(sf[f] + ch / chunks_per_group) : 1.f;
     }
-    const float s = kInt4 ? scales[c * (k / group) + base / group] : 1.f;
 #pragma unroll
     for (int r = 0; r < kWeightGemvMaxRows; ++r) {
       if (r >= rows) break;
-      const T* xr = x + r * k + base;
-      float sum = 0.f;
+      float xv[kPerLoad];
 #pragma unroll
-      for (int j = 0; j < kPerLoad; j += 8) {
-        float xv[8];
-        load8(xr + j, xv, x_aligned);
+      for (int j = 0; j < kPerLoad; j += 8)
+        load8(x + r * k + static_cast<int64_t>(ch) * kPerLoad + j, xv + j, x_aligned);
 #pragma unroll
-        for (int i = 0; i < 8; ++i) sum += xv[i] * wv[j + i];
+      for (int f = 0; f < kFeatures; ++f) {
+        const uint8_t* bytes = reinterpret_cast<const uint8_t*>(&raw[f]);
+        float sum = 0.f;
+#pragma unroll
+        for (int i = 0; i < 16; ++i) {
+          if (kInt4) {
+            sum += xv[2 * i] * (static_cast<float>(bytes[i] & 0x0F) - 8.f) +
+                   xv[2 * i + 1] * (static_cast<float>(bytes[i] >> 4) - 8.f);
+          } else {
+            sum += xv[i] * static_cast<float>(static_cast<int8_t>(bytes[i]));
+          }
+        }
+        acc[r][f] += kInt4 ? sum * s[f] : sum;
       }
-      acc[r] += kInt4 ? sum * s : sum;
     }
   }
-  const float s = kInt4 ? 1.f : scales[c];
-  const float b = bias != nullptr ? ld(bias[c]) : 0.f;
 #pragma unroll
-  for (int r = 0; r < kWeightGemvMaxRows; ++r) {
-    if (r >= rows) break;
-    const float total = warp_sum(acc[r]);
-    if (lane == 0) y[r * n + c] = st<T>(total * s + b + (residual != nullptr ? ld(residual[r * n + c]) : 0.f));
+  for (int f = 0; f < kFeatures; ++f) {
+    const int64_t c = c0 + f;
+    if (c >= n) break;
+    const float s = kInt4 ? 1.f : scales[c];
+    const float b = bias != nullptr ? ld(bias[c]) : 0.f;
+#pragma unroll
+    for (int r = 0; r < kWeightGemvMaxRows; ++r) {
+      if (r >= rows) break;
+      const float total = warp_sum(acc[r][f]);
+      if (lane == 0) y[r * n + c] = st<T>(total * s + b + (residual != nullptr ? ld(residual[r * n + c]) : 0.f));
+    }
   }
 }
 
@@ -113,13 +133,25 @@ template <typename T, bool kInt4>
 cudaError_t launch_gemv(const T* x, const uint8_t* w, const float* scales, int64_t group, const T* bias,
                         const T* residual, T* y, int64_t rows, int64_t n, int64_t k, cudaStream_t stream) {
   if (rows == 0 || n == 0) return cudaSuccess;  // an empty batch or layer
-  if (rows < 0 || rows > kWeightGemvMaxRows || k % 32 != 0 || (kInt4 && (group % 32 != 0 || k % group != 0)) ||
+  if (rows < 0 || rows > kWeightGemvMaxRows || k % 32 != 0 || k / 16 > INT32_MAX ||
+      (kInt4 && (group <= 0 || group > INT32_MAX || group % 32 != 0 || k % group != 0)) ||
       reinterpret_cast<uintptr_t>(w) % 16 != 0) {
     return cudaErrorInvalidValue;
   }
   const bool x_aligned = reinterpret_cast<uintptr_t>(x) % 16 == 0;  // then so is every row: k % 32 == 0
-  weight_gemv_kernel<T, kInt4><<<static_cast<unsigned>((n + kWarps - 1) / kWarps), kWarps * 32, 0, stream>>>(
-      x, x_aligned, w, scales, group, bias, residual, y, static_cast<int>(rows), n, k);
+  // A block computes kFeaturesPerBlock features: two per warp where there are features enough to
+  // fill the GPU twice over with such blocks (the widest layers: joined gate|up, the vocabulary),
+  // else one, for more warps in flight.
+  const unsigned blocks = static_cast<unsigned>((n + kFeaturesPerBlock - 1) / kFeaturesPerBlock);
+  const int g = kInt4 ? static_cast<int>(group) : 16;
+  const int r = static_cast<int>(rows);
+  if (n >= kWideLayer) {
+    weight_gemv_kernel<T, kInt4, 2>
+        <<<blocks, kFeaturesPerBlock / 2 * 32, 0, stream>>>(x, x_aligned, w, scales, g, bias, residual, y, r, n, k);
+  } else {
+    weight_gemv_kernel<T, kInt4, 1>
+        <<<blocks, kFeaturesPerBlock * 32, 0, stream>>>(x, x_aligned, w, scales, g, bias, residual, y, r, n, k);
+  }
   return cudaGetLastError();
 }
 
