@@ -452,6 +452,22 @@ def test_cuda_state_persists_is_shared_and_resets() -> None:
 
 
 @needs_gpu
+def test_cuda_deferred_index_check_reports_at_the_next_call() -> None:
+    """A decode step that defers its index check (as TextGenerator's greedy loop does) returns
+    without waiting; a token out of the vocabulary is then reported by the method's next call, and
+    the call after that runs clean."""
+    gen = TextGenerator(Runtime.get().load_program(
+        export_llm(_model("llama"), max_seq_len=MAX_LEN, prefill_chunk=CHUNK, backend="cuda")))
+    token = torch.full((1, 1), 512 + 7, dtype=torch.int64, device="cuda")  # vocabulary: 512
+    position = torch.tensor([3], dtype=torch.int64, device="cuda")
+    assert gen._decode._execute_device_tensors([token, position], defer_index_checks=True) is not None
+    token.fill_(5)
+    with pytest.raises(ExecutorchError, match="index is out of range.*in an earlier call"):
+        gen._decode._execute_device_tensors([token, position])
+    assert gen._decode._execute_device_tensors([token, position])[0].shape == (1, 1, 512)
+
+
+@needs_gpu
 @pytest.mark.parametrize("name", sorted(FAMILIES))
 def test_cuda_greedy_matches_transformers(name: str) -> None:
     """On the device in float32: greedy tokens equal transformers'. In bfloat16: the prompt's

@@ -7,6 +7,7 @@ namespace extension {
 namespace cuda {
 namespace {
 thread_local std::optional<cudaStream_t> stream_of_thread;
+thread_local bool checks_deferred = false;
 }  // namespace
 
 std::optional<cudaStream_t> current_stream() { return stream_of_thread; }
@@ -14,6 +15,12 @@ std::optional<cudaStream_t> current_stream() { return stream_of_thread; }
 StreamGuard::StreamGuard(cudaStream_t stream) : previous_(stream_of_thread) { stream_of_thread = stream; }
 
 StreamGuard::~StreamGuard() { stream_of_thread = previous_; }
+
+bool deferred_index_checks() { return checks_deferred; }
+
+DeferIndexChecks::DeferIndexChecks() : previous_(checks_deferred) { checks_deferred = true; }
+
+DeferIndexChecks::~DeferIndexChecks() { checks_deferred = previous_; }
 
 DeviceGuard::DeviceGuard(int device) {
   if (cudaGetDevice(&previous_) != cudaSuccess) previous_ = -1;

@@ -29,6 +29,24 @@ class EXECUTORCH_API StreamGuard {
   std::optional<cudaStream_t> previous_;
 };
 
+// Whether delegates may leave the check of this thread's calls for indices out of range (met on the
+// device: an embedding's token, an index_put's position) to the next call, rather than wait for
+// the device before returning. Set by a caller that makes its indices itself (a generation loop
+// feeding back argmax tokens) and wants a call to return once its work is queued.
+EXECUTORCH_API bool deferred_index_checks();
+
+// Defers index checks on this thread (deferred_index_checks) until the guard goes out of scope.
+class EXECUTORCH_API DeferIndexChecks {
+ public:
+  DeferIndexChecks();
+  ~DeferIndexChecks();
+  DeferIndexChecks(const DeferIndexChecks&) = delete;
+  DeferIndexChecks& operator=(const DeferIndexChecks&) = delete;
+
+ private:
+  bool previous_;
+};
+
 // Makes `device` current (cudaSetDevice) until the guard goes out of scope. ok() tells whether the
 // switch succeeded (the device exists).
 class EXECUTORCH_API DeviceGuard {

@@ -256,16 +256,30 @@ check_dtypes("ResidualMlp rows 1", ResidualMlp().eval(), torch.randn(1, 256))
 check_dtypes("ResidualMlp rows 3", ResidualMlp().eval(), torch.randn(3, 256))
 
 
+class WideMlp(torch.nn.Module):
+    """A layer of more than 8192 output features (an odd count): the GEMV takes two per warp there,
+    the last warp one."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.up = torch.nn.Linear(256, 8209)
+        self.down = torch.nn.Linear(8209, 256, bias=False)
+
+    def forward(self, x):
+        return self.down(torch.nn.functional.gelu(self.up(x)))
+
+
 def check_weight_only() -> None:
     """quantize="int4" (groups 32 and 128) and "int8_weight_only" on the device against the same
     quantized layers in torch (float32 arithmetic): GEMV rows 1, 3 and 8, the dequantizing matrix
-    product at 40; every dtype, with and without a bias, and with a residual added after a product."""
+    product at 40; every dtype, with and without a bias, with a residual added after a product, and
+    a layer wide enough for two features per warp."""
     from executorch.export._quantize import quantize_linear_int4, quantize_linear_int8_weight_only
 
     torch.manual_seed(3)
     mlp = torch.nn.Sequential(torch.nn.Linear(256, 384), torch.nn.GELU(), torch.nn.Linear(384, 160, bias=False)).eval()
     for (quantize, group), model in itertools.product((("int4", 32), ("int4", 128), ("int8_weight_only", 32)),
-                                                      (mlp, ResidualMlp().eval())):
+                                                      (mlp, ResidualMlp().eval(), WideMlp().eval())):
         for rows in (1, 3, 8, 40):
             x = torch.randn(rows, 256)
             for dtype, bound in BOUNDS:

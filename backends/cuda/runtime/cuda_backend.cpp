@@ -175,6 +175,10 @@ struct Delegate {
   DeviceBuffer index_error;
   ecuda::PinnedMemory index_error_host;  // an int
   bool checks_indices = false;
+  // A deferred check (ecuda::deferred_index_checks): index_error_host is filled when `index_checked`
+  // completes, and read by the next execute.
+  ecuda::Event index_checked;
+  bool check_pending = false;
   // EXECUTORCH_PROFILE: device time per operator (ms, calls), printed when the delegate goes.
   std::map<std::string, std::pair<double, long>> profile;
   // An AOTInductor payload's model (no ops): its container reads the method's tensors in place.
@@ -2094,8 +2098,20 @@ class CudaBackend final : public runtime::BackendInterface {
       ET_TRY(ecuda::to_error(cudaMalloc(out(d->index_error), sizeof(int)), "CudaBackend: index check"));
       ET_TRY(ecuda::to_error(cudaMemset(d->index_error.get(), 0, sizeof(int)), "CudaBackend: index check"));
       ET_TRY(ecuda::to_error(cudaMallocHost(out(d->index_error_host), sizeof(int)), "CudaBackend: index check"));
+      ET_TRY(ecuda::to_error(cudaEventCreateWithFlags(out(d->index_checked), cudaEventDisableTiming),
+                             "CudaBackend: index check"));
     }
     return static_cast<runtime::DelegateHandle*>(d.release());
+  }
+
+  // What the device's index check found (index_error_host, read back): an error naming `when`, the
+  // flag cleared for the next call.
+  static Error index_check(Delegate& d, const char* when) {
+    if (*static_cast<int*>(d.index_error_host.get()) == 0) return Error::Ok;
+    *static_cast<int*>(d.index_error_host.get()) = 0;
+    ET_TRY(ecuda::to_error(cudaMemset(d.index_error.get(), 0, sizeof(int)), "CudaBackend: index check"));
+    return ET_ERROR(Error::InvalidArgument, "%s: an index is out of range (embedding, gather, index or index_put)%s",
+                    kCudaBackendName, when);
   }
 
   Error execute(runtime::DelegateHandle* handle, Span<EValue*> args) const override {
@@ -2104,6 +2120,11 @@ class CudaBackend final : public runtime::BackendInterface {
     const size_t n_in = m.num_inputs(), n_out = m.num_outputs();
     ET_CHECK_OR_RETURN(args.size() == n_in + n_out, Error::InvalidArgument, "%s: %zu arguments, expected %zu",
                        kCudaBackendName, args.size(), n_in + n_out);
+    if (d->check_pending) {  // the last call's, deferred
+      d->check_pending = false;
+      ET_TRY(ecuda::to_error(cudaEventSynchronize(d->index_checked.get()), "CudaBackend: index check"));
+      ET_TRY(index_check(*d, " in an earlier call"));
+    }
     // The caller's stream when it set one (StreamGuard), else the delegate's own; the legacy
     // default stream is joined through events (Delegate::joined_in), so that the graph replays.
     const auto caller = ecuda::current_stream();
@@ -2148,22 +2169,23 @@ class CudaBackend final : public runtime::BackendInterface {
       ET_TRY(ecuda::to_error(cudaStreamWaitEvent(nullptr, d->joined_out.get(), 0), "CudaBackend: stream order"));
     }
     // Host outputs are read as soon as execute returns; device outputs follow the stream's order.
-    // An index out of range is only known on the device: such delegates always wait, and report it.
+    // An index out of range is only known on the device: such delegates wait, and report it, unless
+    // the caller defers the check to its next call (device outputs on its own stream).
+    const bool defer = d->checks_indices && caller && !to_host && ecuda::deferred_index_checks();
     if (d->checks_indices) {
       ET_TRY(ecuda::to_error(
           cudaMemcpyAsync(d->index_error_host.get(), d->index_error.get(), sizeof(int), cudaMemcpyDeviceToHost, stream),
           "CudaBackend: index check"));
     }
+    if (defer) {
+      ET_TRY(ecuda::to_error(cudaEventRecord(d->index_checked.get(), stream), "CudaBackend: index check"));
+      d->check_pending = true;
+      return Error::Ok;
+    }
     if (to_host || !caller || d->checks_indices) {
       ET_TRY(ecuda::to_error(cudaStreamSynchronize(stream), "CudaBackend: synchronize"));
     }
-    if (d->checks_indices && *static_cast<int*>(d->index_error_host.get()) != 0) {
-      *static_cast<int*>(d->index_error_host.get()) = 0;
-      ET_TRY(ecuda::to_error(cudaMemset(d->index_error.get(), 0, sizeof(int)), "CudaBackend: index check"));
-      return ET_ERROR(Error::InvalidArgument, "%s: an index is out of range (embedding, gather, index or index_put)",
-                      kCudaBackendName);
-    }
-    return Error::Ok;
+    return d->checks_indices ? index_check(*d, "") : Error::Ok;
   }
 
   void destroy(runtime::DelegateHandle* handle) const override { delete static_cast<Delegate*>(handle); }

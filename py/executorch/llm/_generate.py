@@ -103,6 +103,9 @@ class TextGenerator:
         start = time.perf_counter()
         token = step.pick(self._prefill_logits(rows), temperature, top_k, top_p)
         prefilled = time.perf_counter()
+        if isinstance(step, _DeviceSteps) and temperature <= 0.0:
+            ahead = self._greedy_ahead(step, n, token, max_new_tokens, callback)
+            return BatchGeneration(ahead, prefilled - start, time.perf_counter() - prefilled)
         tokens: list[list[int]] = [[] for _ in rows]
         position = n
         while True:
@@ -116,6 +119,27 @@ class TextGenerator:
             token = step.pick(out[0][:, -1], temperature, top_k, top_p)
             position += 1
         return BatchGeneration(tokens, prefilled - start, time.perf_counter() - prefilled)
+
+    def _greedy_ahead(self, step: _DeviceSteps, n: int, first: list[int], max_new_tokens: int,
+                      callback: Callable[[list[int]], None] | None) -> list[list[int]]:
+        """Greedy decoding on the device, one step ahead of the host: step s + 1 is queued (reading
+        the token that step s's argmax wrote on the device) before step s's token is read back, so
+        the host's work per token overlaps the device's. The tokens are argmax ids and the positions
+        stay below max_seq_len, so the steps defer their index checks rather than wait for them."""
+        tokens = [[t] for t in first]
+        if callback is not None:
+            callback(first)
+        steps = min(max_new_tokens - 1, self.max_seq_len - n)  # decode calls: one token each
+        queued = [step.queue(self._decode, n, 0)] if steps > 0 else []
+        for s in range(steps):
+            if s + 1 < steps:
+                queued.append(step.queue(self._decode, n + s + 1, (s + 1) % 2))
+            ids = step.read(queued.pop(0))
+            for row, t in zip(tokens, ids):
+                row.append(t)
+            if callback is not None:
+                callback(ids)
+        return tokens
 
     def _prefill_logits(self, rows: list[list[int]]) -> Any:
         """The logits after the last prompt token of each row, [rows, vocab] (a torch tensor on the
@@ -174,6 +198,7 @@ class _DeviceSteps:
         self.token = torch.zeros((rows, 1), dtype=torch.int64, device=device)
         self.position = torch.zeros(1, dtype=torch.int64, device=device)
         self.fed: list[int] | None = None  # the ids `token` already holds, written on the device by pick()
+        self.ids = [torch.zeros(rows, dtype=torch.int64, pin_memory=True) for _ in range(2)]  # queue()'s slots
         self.generator = torch.Generator(device=device)
         if seed is not None:
             self.generator.manual_seed(seed)
@@ -188,6 +213,28 @@ class _DeviceSteps:
                 self.token.copy_(self.torch.tensor(tokens, dtype=self.torch.int64).view(-1, 1))
         self.position.fill_(position)
         return [self.token, self.position]
+
+    def queue(self, method: Method, position: int, slot: int) -> tuple[Any, Any]:
+        """Queues a greedy decode step at `position` from the token on the device: the next token
+        goes into `token` on the device and into pinned slot `slot`, which read() returns once the
+        step is done. Nothing waits for the device here."""
+        torch = self.torch
+        self.position.fill_(position)
+        out = method._execute_device_tensors([self.token, self.position], defer_index_checks=True)
+        if out is None:
+            raise RuntimeError("the decode method does not read its inputs on the device")
+        ids = torch.argmax(out[0][:, -1], dim=-1)
+        self.token.copy_(ids.view(-1, 1))
+        self.ids[slot].copy_(ids, non_blocking=True)
+        done = torch.cuda.Event()
+        done.record()
+        return done, self.ids[slot]
+
+    def read(self, queued: tuple[Any, Any]) -> list[int]:
+        """The token ids of a step of queue(), once it is done."""
+        done, ids = queued
+        done.synchronize()
+        return [int(t) for t in ids.tolist()]
 
     def pick(self, logits: Any, temperature: float, top_k: int | None, top_p: float | None) -> list[int]:
         """The next token of each row of logits [rows, vocab]; only the ids come to the host."""

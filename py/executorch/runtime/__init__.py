@@ -154,10 +154,13 @@ class Method:
             self._layout = (self._method.inputs_on_device(), self._method.output_meta())
         return self._layout
 
-    def _execute_device_tensors(self, inputs: Sequence[Any]) -> list[Any] | None:
+    def _execute_device_tensors(self, inputs: Sequence[Any], defer_index_checks: bool = False) -> list[Any] | None:
         """execute() where every input is a contiguous torch tensor on one CUDA device that the
         program reads on the device, the steady state of a GPU pipeline: the same call as the
-        general path, with what the program fixes looked up once. None where that does not hold."""
+        general path, with what the program fixes looked up once. None where that does not hold.
+        defer_index_checks: the call returns once its work is queued, and an index out of range
+        that its kernels meet is reported by the method's next call (for a caller whose indices
+        are in range by construction)."""
         torch = sys.modules.get("torch")
         if torch is None or not inputs:
             return None
@@ -171,9 +174,9 @@ class Method:
             if type(x) is not torch.Tensor or not on_device[i] or x.device != device or not x.is_contiguous():
                 return None
             arrays.append(_device_input(x))
-        return [_as_torch(o, device) for o in self._execute_on(device, arrays, [])]
+        return [_as_torch(o, device) for o in self._execute_on(device, arrays, [], defer_index_checks)]
 
-    def _execute_on(self, device: Any, arrays: list[Any], bf16: list[int]) -> list[Any]:
+    def _execute_on(self, device: Any, arrays: list[Any], bf16: list[int], defer_index_checks: bool = False) -> list[Any]:
         """execute() with torch CUDA tensors: device outputs allocated by torch, torch's stream."""
         torch = _torch()
         if self._torch_outputs is None:
@@ -184,7 +187,7 @@ class Method:
         raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)  # what current_stream() wraps
         stream = raw_stream(device.index) if raw_stream else torch.cuda.current_stream(device).cuda_stream
         outputs = self._method.execute(arrays, bf16, {i: (t.data_ptr(), device.index) for i, t in buffers.items()},
-                                       stream)
+                                       stream, defer_index_checks)
         return [buffers.get(i, o) for i, o in enumerate(outputs)]
 
     __call__ = execute
