@@ -2120,10 +2120,17 @@ class CudaBackend final : public runtime::BackendInterface {
     const size_t n_in = m.num_inputs(), n_out = m.num_outputs();
     ET_CHECK_OR_RETURN(args.size() == n_in + n_out, Error::InvalidArgument, "%s: %zu arguments, expected %zu",
                        kCudaBackendName, args.size(), n_in + n_out);
-    if (d->check_pending) {  // the last call's, deferred
-      d->check_pending = false;
-      ET_TRY(ecuda::to_error(cudaEventSynchronize(d->index_checked.get()), "CudaBackend: index check"));
-      ET_TRY(index_check(*d, " in an earlier call"));
+    // A deferred check that has come back is reported now. One still in flight is left: the device
+    // flag only clears when reported, so this call's check (queued after it) carries it too.
+    if (d->check_pending) {
+      const cudaError_t done = cudaEventQuery(d->index_checked.get());
+      if (done == cudaErrorNotReady) {
+        cudaGetLastError();  // not an error: not for the next launch's check to find
+      } else {
+        ET_TRY(ecuda::to_error(done, "CudaBackend: index check"));
+        d->check_pending = false;
+        ET_TRY(index_check(*d, " in an earlier call"));
+      }
     }
     // The caller's stream when it set one (StreamGuard), else the delegate's own; the legacy
     // default stream is joined through events (Delegate::joined_in), so that the graph replays.
@@ -2185,7 +2192,9 @@ class CudaBackend final : public runtime::BackendInterface {
     if (to_host || !caller || d->checks_indices) {
       ET_TRY(ecuda::to_error(cudaStreamSynchronize(stream), "CudaBackend: synchronize"));
     }
-    return d->checks_indices ? index_check(*d, "") : Error::Ok;
+    const bool earlier = d->check_pending;  // its flag came back with this call's
+    d->check_pending = false;
+    return d->checks_indices ? index_check(*d, earlier ? " in this or an earlier call" : "") : Error::Ok;
   }
 
   void destroy(runtime::DelegateHandle* handle) const override { delete static_cast<Delegate*>(handle); }
