@@ -566,6 +566,14 @@ def _device_lowered(model: torch.nn.Module, example: tuple):
     return plan, shared.data()
 
 
+def _payload_matches(payload: bytes, module: torch.nn.Module, example: tuple[torch.Tensor, ...]) -> None:
+    """The payload, run on the CPU runtime, gives `module`'s output in torch (1e-4 relative)."""
+    (got,) = Runtime.get().load_program(payload).load_method().execute([example[0].numpy()])
+    with torch.no_grad():
+        want = module(*example).numpy()
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * max(1.0, float(np.abs(want).max())))
+
+
 @pytest.mark.parametrize("model, shape", [(NormForms, (2, 8, 6, 6)), (MaskOps, (2, 5, 16)), (IntegerOps, (2, 5, 16)),
                                           (Volumes, (2, 3, 4, 8, 8)), (TransformerForms, (2, 5, 32))])
 def test_device_forms_are_one_payload_that_matches_torch(model, shape) -> None:
@@ -587,10 +595,7 @@ def test_device_forms_are_one_payload_that_matches_torch(model, shape) -> None:
     if model is TransformerForms:
         assert {"executorch::rms_norm", "executorch::rope"} <= names, names
     payload, _, _ = _partition._subprogram(plan, constants, 0, len(plan.instructions))
-    (got,) = Runtime.get().load_program(payload).load_method().execute([example[0].numpy()])
-    with torch.no_grad():
-        want = module(*example).numpy()
-    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * max(1.0, float(np.abs(want).max())))
+    _payload_matches(payload, module, example)
 
 
 @pytest.mark.parametrize("dtype, bound", [(torch.float32, 1e-5), (torch.bfloat16, 3e-2)])
@@ -708,10 +713,7 @@ def test_a_decoder_steps_sibling_projections_are_one_product(rows: int, products
                 src, out = sub.tensor(ins.args[0]), sub.tensor(ins.args[-1])
                 start = sub.values[ins.args[2]].payload
                 assert out.mem_offset == src.mem_offset + start * 4, "a slice of one row is copied"
-    (got,) = Runtime.get().load_program(payload).load_method().execute([example[0].numpy()])
-    with torch.no_grad():
-        want = module(*example).numpy()
-    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * max(1.0, float(np.abs(want).max())))
+    _payload_matches(payload, module, example)
 
 
 @pytest.mark.parametrize("quantize", ["int4", "int8_weight_only"])
@@ -731,7 +733,4 @@ def test_quantized_sibling_projections_are_one_product(quantize: str, rows: int,
     target = "executorch::int4_linear" if quantize == "int4" else "executorch::int8_weight_linear"
     assert sum(n == target for n in names) == products, names
     payload, _, _ = _partition._subprogram(plan, constants, 0, len(plan.instructions))
-    (got,) = Runtime.get().load_program(payload).load_method().execute([example[0].numpy()])
-    with torch.no_grad():
-        want = module(*example).numpy()
-    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * max(1.0, float(np.abs(want).max())))
+    _payload_matches(payload, module, example)

@@ -46,7 +46,7 @@ __global__ void weight_gemv_kernel(const T* x, bool x_aligned, const uint8_t* w,
   const int lane = threadIdx.x & 31;
   const int64_t c0 = (static_cast<int64_t>(blockIdx.x) * (blockDim.x >> 5) + (threadIdx.x >> 5)) * kFeatures;
   if (c0 >= n) return;
-  const int chunks = static_cast<int>(k / kPerLoad), chunks_per_group = group / kPerLoad;
+  const int chunks = static_cast<int>(k / kPerLoad), chunks_per_group = kInt4 ? group / kPerLoad : 1;
   const int groups = kInt4 ? static_cast<int>(k / group) : 0;
   const uint4* wf[kFeatures];
   const float* sf[kFeatures];
@@ -143,8 +143,7 @@ cudaError_t launch_gemv(const T* x, const uint8_t* w, const float* scales, int64
   // fill the GPU twice over with such blocks (the widest layers: joined gate|up, the vocabulary),
   // else one, for more warps in flight.
   const unsigned blocks = static_cast<unsigned>((n + kFeaturesPerBlock - 1) / kFeaturesPerBlock);
-  const int g = kInt4 ? static_cast<int>(group) : 16;
-  const int r = static_cast<int>(rows);
+  const int g = static_cast<int>(group), r = static_cast<int>(rows);
   if (n >= kWideLayer) {
     weight_gemv_kernel<T, kInt4, 2>
         <<<blocks, kFeaturesPerBlock / 2 * 32, 0, stream>>>(x, x_aligned, w, scales, g, bias, residual, y, r, n, k);

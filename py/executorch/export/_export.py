@@ -435,11 +435,16 @@ def _state_updates(ep: torch.export.ExportedProgram) -> tuple[dict[str, str], di
     kinds = torch.export.graph_signature.OutputKind
     mutated = {spec.target for spec in sig.output_specs if spec.kind == kinds.BUFFER_MUTATION}
     placeholders = {n: b for n, b in sig.inputs_to_buffers.items() if b in mutated}
-    output = next(n for n in ep.graph.nodes if n.op == "output")
-    results = output.args[0] if isinstance(output.args[0], (tuple, list)) else [output.args[0]]
+    _, results = _results(ep)
     new_values = {r: spec.target for spec, r in zip(sig.output_specs, results)
                   if spec.kind == kinds.BUFFER_MUTATION and isinstance(r, torch.fx.Node)}
     return placeholders, new_values
+
+
+def _results(ep: torch.export.ExportedProgram) -> tuple[torch.fx.Node, list[Any]]:
+    """The graph's output node and what it returns, one entry per output spec."""
+    output = next(n for n in ep.graph.nodes if n.op == "output")
+    return output, list(output.args[0]) if isinstance(output.args[0], (tuple, list)) else [output.args[0]]
 
 
 def unread_buffers(methods: Sequence[torch.export.ExportedProgram]) -> frozenset[str]:
@@ -462,8 +467,7 @@ def unread_buffers(methods: Sequence[torch.export.ExportedProgram]) -> frozenset
 def _dropped_updates(ep: torch.export.ExportedProgram, dropped: frozenset[str]) -> set[torch.fx.Node]:
     """The nodes of `ep` that compute only new values of the buffers in `dropped`."""
     kinds = torch.export.graph_signature.OutputKind
-    output = next(n for n in ep.graph.nodes if n.op == "output")
-    results = output.args[0] if isinstance(output.args[0], (tuple, list)) else [output.args[0]]
+    output, results = _results(ep)
     kept = {r for spec, r in zip(ep.graph_signature.output_specs, results)
             if not (spec.kind == kinds.BUFFER_MUTATION and spec.target in dropped)}
     dead: set[torch.fx.Node] = set()

@@ -223,8 +223,7 @@ class _DeviceSteps:
         out = method._execute_device_tensors([self.token, self.position], defer_index_checks=True)
         if out is None:
             raise RuntimeError("the decode method does not read its inputs on the device")
-        ids = torch.argmax(out[0][:, -1], dim=-1)
-        self.token.copy_(ids.view(-1, 1))
+        ids = self._argmax_fed(out[0][:, -1])
         self.ids[slot].copy_(ids, non_blocking=True)
         done = torch.cuda.Event()
         done.record()
@@ -239,12 +238,18 @@ class _DeviceSteps:
     def pick(self, logits: Any, temperature: float, top_k: int | None, top_p: float | None) -> list[int]:
         """The next token of each row of logits [rows, vocab]; only the ids come to the host."""
         if temperature <= 0.0:
-            ids = self.torch.argmax(logits, dim=-1)
-            self.token.copy_(ids.view(-1, 1))  # the next step's input, without a host-to-device copy
+            ids = self._argmax_fed(logits)
             self.fed = [int(t) for t in ids.tolist()]
             return list(self.fed)
         self.fed = None
         return [self._sample(row, temperature, top_k, top_p) for row in logits]
+
+    def _argmax_fed(self, logits: Any) -> Any:
+        """The argmax of each row of logits [rows, vocab], written into `token` as the next step's
+        input, without a host-to-device copy; the ids stay on the device."""
+        ids = self.torch.argmax(logits, dim=-1)
+        self.token.copy_(ids.view(-1, 1))
+        return ids
 
     def _sample(self, logits: Any, temperature: float, top_k: int | None, top_p: float | None) -> int:
         torch = self.torch
