@@ -1,6 +1,7 @@
 #include <executorch/backends/cuda/kernels/ops.h>
 
 #include <executorch/backends/cuda/kernels/convert.cuh>
+#include <executorch/backends/cuda/kernels/dependent_launch.cuh>
 #include <executorch/backends/cuda/kernels/warp.cuh>
 
 #include <mma.h>
@@ -127,6 +128,7 @@ bool make_offsets(int dim, const int64_t* sizes, const int64_t* const* strides, 
 // thread's loads are issued before its stores, so they overlap (the operands are not restrict).
 template <typename Index, int K, typename Body>
 __global__ void elementwise_kernel(Offsets<Index, K> s, int64_t n, Body body) {
+  allow_dependents();  // as the norm and attention kernels: a weight GEMV that follows fetches its weights meanwhile
   const int64_t base = static_cast<int64_t>(blockIdx.x) * (kThreads * kPerThread) + threadIdx.x;
   typename Body::Value values[kPerThread];
 #pragma unroll
@@ -485,6 +487,7 @@ __device__ float masked(float score, const void* __restrict__ mask, AttentionMas
 template <typename T>
 __global__ void attention_kernel(const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__ v,
                                  const void* __restrict__ mask, T* __restrict__ out, AttentionShape s) {
+  allow_dependents();
   extern __shared__ float smem[];
   const int e_dim = static_cast<int>(s.head_dim), v_dim = static_cast<int>(s.value_dim);
   float* keys = smem;                                   // [kAttentionKeys][e_dim + 1]: no bank conflicts
@@ -644,6 +647,7 @@ template <typename T>
 __global__ void attention_split_kernel(const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__ v,
                                        const void* __restrict__ mask, float* __restrict__ partials,
                                        unsigned* __restrict__ done, T* __restrict__ out, AttentionShape s, int splits) {
+  allow_dependents();
   __shared__ float qs[kMaxAttentionHeadDim];
   __shared__ float merged[kSplitWarps][kMaxAttentionHeadDim + 2];  // per warp: m, l, weighted values
   const int e_dim = static_cast<int>(s.head_dim), v_dim = static_cast<int>(s.value_dim);
@@ -999,6 +1003,7 @@ __global__ void layer_norm_kernel(const T* __restrict__ x, const T* __restrict__
 template <typename T>
 __global__ void rms_norm_kernel(const T* __restrict__ x, const T* __restrict__ w, float eps, T* __restrict__ y,
                                 int64_t cols) {
+  allow_dependents();
   __shared__ float shared[kThreads];
   const int64_t row = blockIdx.x;
   const NormRow<T> r(x + row * cols, cols);

@@ -1,6 +1,7 @@
 #include <executorch/backends/cuda/kernels/weight_linear.h>
 
 #include <executorch/backends/cuda/kernels/convert.cuh>
+#include <executorch/backends/cuda/kernels/dependent_launch.cuh>
 #include <executorch/backends/cuda/kernels/warp.cuh>
 
 #include <algorithm>
@@ -56,6 +57,15 @@ __global__ void weight_gemv_kernel(const T* x, bool x_aligned, const uint8_t* w,
     wf[f] = reinterpret_cast<const uint4*>(w + c * (kInt4 ? k / 2 : k));
     sf[f] = scales + c * groups;
   }
+  // The weights are no earlier kernel's output: they are fetched into L2 while the kernel that
+  // writes x finishes (launch_dependent), and x is read only after it has.
+  const int lines = static_cast<int>((kInt4 ? k / 2 : k) / 128);
+#pragma unroll
+  for (int f = 0; f < kFeatures; ++f) {
+    for (int line = lane; line < lines; line += 32)
+      prefetch_l2(reinterpret_cast<const char*>(wf[f]) + static_cast<size_t>(line) * 128);
+  }
+  wait_for_prerequisites();
   float acc[kWeightGemvMaxRows][kFeatures] = {};
   for (int ch = lane; ch < chunks; ch += 32) {
     uint4 raw[kFeatures];
@@ -145,13 +155,11 @@ cudaError_t launch_gemv(const T* x, const uint8_t* w, const float* scales, int64
   const unsigned blocks = static_cast<unsigned>((n + kFeaturesPerBlock - 1) / kFeaturesPerBlock);
   const int g = static_cast<int>(group), r = static_cast<int>(rows);
   if (n >= kWideLayer) {
-    weight_gemv_kernel<T, kInt4, 2>
-        <<<blocks, kFeaturesPerBlock / 2 * 32, 0, stream>>>(x, x_aligned, w, scales, g, bias, residual, y, r, n, k);
-  } else {
-    weight_gemv_kernel<T, kInt4, 1>
-        <<<blocks, kFeaturesPerBlock * 32, 0, stream>>>(x, x_aligned, w, scales, g, bias, residual, y, r, n, k);
+    return launch_dependent(weight_gemv_kernel<T, kInt4, 2>, blocks, kFeaturesPerBlock / 2 * 32, stream, x, x_aligned,
+                            w, scales, g, bias, residual, y, r, n, k);
   }
-  return cudaGetLastError();
+  return launch_dependent(weight_gemv_kernel<T, kInt4, 1>, blocks, kFeaturesPerBlock * 32, stream, x, x_aligned, w,
+                          scales, g, bias, residual, y, r, n, k);
 }
 
 template <typename T, bool kInt4>
