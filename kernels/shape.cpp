@@ -1,6 +1,7 @@
 // Shape and indexing kernels. Every output is a contiguous copy: views, permutations, expansion,
 // concatenation, slicing, selection, embedding lookups.
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 
 #include <executorch/kernels/kernel_util.h>
@@ -277,6 +278,31 @@ Error split_with_sizes(KernelRuntimeContext&, Args args) {
   return Error::Ok;
 }
 
+// arange.start_step(start, end, step, *, dtype, layout, device, pin_memory): start + i * step for
+// each i below ceil((end - start) / step). The exporter folds ranges of fixed length; this one's
+// follows an input's size (bounded dynamic shapes).
+Error arange(KernelRuntimeContext&, Args args) {
+  const char* op = "aten::arange.start_step";
+  double start, end, step;
+  Tensor* out;
+  ET_TRY(read_args(args, op, 8, at(0, &start), at(1, &end), at(2, &step), at(7, &out)));
+  KCHECK(step != 0 && std::isfinite(start) && std::isfinite(end) && std::isfinite(step),
+         "%s: start %g, end %g and step %g do not make a range", op, start, end, step);
+  const double length = std::max(0.0, std::ceil((end - start) / step));
+  KCHECK(out->dim() == 1 && static_cast<double>(out->size(0)) == length, "%s: output of %lld elements, expected %.0f",
+         op, static_cast<long long>(out->numel()), length);
+  KCHECK(is_supported_dtype(out->scalar_type()), "%s: output dtype %s", op, runtime::to_string(out->scalar_type()));
+  const bool integral = args[0]->is_int() && args[1]->is_int() && args[2]->is_int();
+  for (int64_t i = 0; i < out->numel(); ++i) {
+    if (integral) {
+      store<int64_t>(*out, i, args[0]->to_int() + i * args[2]->to_int());
+    } else {
+      store<double>(*out, i, start + static_cast<double>(i) * step);
+    }
+  }
+  return Error::Ok;
+}
+
 const runtime::Kernel kKernels[] = {
     {"aten::view", view},
     {"aten::_unsafe_view", unsafe_view},
@@ -294,6 +320,7 @@ const runtime::Kernel kKernels[] = {
     {"aten::cat", cat},
     {"aten::embedding", embedding},
     {"aten::split_with_sizes", split_with_sizes},
+    {"aten::arange.start_step", arange},
 };
 
 const bool registered = runtime::register_kernels({kKernels, sizeof(kKernels) / sizeof(kKernels[0])}) == Error::Ok;

@@ -32,6 +32,7 @@ const runtime::KernelSignature kSignatures[] = {
     {"aten::any", "N>T"},
     {"aten::any.dim", "Nii>T"},
     {"aten::any.dims", "NJi>T"},
+    {"aten::arange.start_step", "dddjjxj>T"},
     {"aten::argmax", "Nji>T"},
     {"aten::argmin", "Nji>T"},
     {"aten::as_strided", "NIIj>T"},

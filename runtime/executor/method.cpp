@@ -10,6 +10,7 @@
 #include <variant>
 
 #include <executorch/runtime/core/log.h>
+#include <executorch/runtime/executor/dynamic_shapes.h>
 #include <executorch/runtime/executor/memory_limit.h>
 #include <executorch/runtime/executor/program.h>
 #include <executorch/schema/program_generated.h>
@@ -105,6 +106,7 @@ Result<std::unique_ptr<Method>> Method::load(const Program& program, const fb::E
     }
   }
 
+  ET_TRY(m->dynamic_->check_symbols(m->input_ids_, m->values_));
   ET_TRY(m->parse_instructions(program, plan));
   return m;
 }
@@ -112,6 +114,8 @@ Result<std::unique_ptr<Method>> Method::load(const Program& program, const fb::E
 Error Method::parse_values(const Program& program, const fb::ExecutionPlan* plan) {
   const auto* values = plan->values();
   const size_t n = size_of(values);
+  dynamic_.reset(new DynamicShapes());
+  ET_TRY(dynamic_->load(plan));
   values_.resize(n);  // never resized again: EValue* pointers into it stay valid
   planned_.assign(n, false);
   constant_.assign(n, false);
@@ -126,7 +130,11 @@ Error Method::parse_values(const Program& program, const fb::ExecutionPlan* plan
     switch (v->val_type()) {
       case fb::KernelTypes::NONE:
       case fb::KernelTypes::Null: out = EValue(); break;
-      case fb::KernelTypes::Int: out = EValue(static_cast<int64_t>(v->val_as_Int()->int_val())); break;
+      case fb::KernelTypes::Int: {
+        out = EValue(static_cast<int64_t>(v->val_as_Int()->int_val()));
+        if (v->val_as_Int()->expression() >= 0) ET_TRY(dynamic_->add_int(i, v->val_as_Int()->expression()));
+        break;
+      }
       case fb::KernelTypes::Double: out = EValue(v->val_as_Double()->double_val()); break;
       case fb::KernelTypes::Bool: out = EValue(v->val_as_Bool()->bool_val()); break;
       case fb::KernelTypes::String: {
@@ -139,6 +147,8 @@ Error Method::parse_values(const Program& program, const fb::ExecutionPlan* plan
         out =
             EValue::int_list(items ? Span<const int64_t>(reinterpret_cast<const int64_t*>(items->data()), items->size())
                                    : Span<const int64_t>());
+        const auto* exprs = v->val_as_IntList()->expressions();
+        if (size_of(exprs) > 0) ET_TRY(dynamic_->add_int_list(i, out.to_int_list(), *exprs, &out));
         break;
       }
       case fb::KernelTypes::DoubleList: {
@@ -231,6 +241,11 @@ Error Method::parse_values(const Program& program, const fb::ExecutionPlan* plan
         const Device device{t->device() == fb::DeviceType::CUDA ? DeviceType::CUDA : DeviceType::CPU,
                             t->device_index()};
         out = EValue(Tensor(dtype, static_cast<int>(dim), shape.get(), shape.get() + dim, data, device));
+        if (size_of(t->dynamic_sizes()) > 0) {
+          ET_CHECK_OR_RETURN(t->data_segment() < 0 && t->mutable_buffer() < 0, Error::InvalidProgram,
+                             "value %zu: a constant or program state cannot have dynamic sizes", i);
+          ET_TRY(dynamic_->add_tensor(i, *t->dynamic_sizes(), shape.get(), static_cast<int>(dim)));
+        }
         shapes_.push_back(std::move(shape));
         break;
       }
@@ -355,6 +370,13 @@ Error Method::parse_instructions(const Program& program, const fb::ExecutionPlan
             Error::InvalidProgram, "instruction %zu: delegate %d does not exist", k, call->delegate_index());
         DelegateStep step{static_cast<size_t>(call->delegate_index()), {}};
         ET_TRY(collect_args(call->args(), step.args, k));
+        // Delegates plan their work for fixed shapes when they load.
+        for (EValue* arg : step.args) {
+          const size_t id = static_cast<size_t>(arg - values_.data());
+          ET_CHECK_OR_RETURN(!dynamic_->is_dynamic(id), Error::NotSupported,
+                             "instruction %zu: delegate %zu reads or writes value %zu, whose sizes are dynamic", k,
+                             step.delegate, id);
+        }
         steps_.emplace_back(std::move(step));
         break;
       }
@@ -434,11 +456,7 @@ Error Method::set_input(size_t index, const EValue& value) {
                      index, to_string(src.scalar_type()), to_string(dst.scalar_type()));
   ET_CHECK_OR_RETURN(src.dim() == dst.dim(), Error::InvalidArgument, "input %zu: %d dimensions, expected %d", index,
                      src.dim(), dst.dim());
-  for (int d = 0; d < dst.dim(); ++d) {
-    ET_CHECK_OR_RETURN(src.size(d) == dst.size(d), Error::InvalidArgument,
-                       "input %zu: size %lld at dim %d, expected %lld", index, static_cast<long long>(src.size(d)), d,
-                       static_cast<long long>(dst.size(d)));
-  }
+  ET_TRY(dynamic_->resize_input(index, input_ids_[index], src, dst));
   ET_CHECK_OR_RETURN(src.const_data_ptr() != nullptr || src.nbytes() == 0, Error::InvalidArgument,
                      "input %zu has no data", index);
   if (planned_[input_ids_[index]]) {
@@ -508,6 +526,7 @@ Error Method::execute() {
     const bool needs = inputs_[i]->is_tensor() && !planned_[input_ids_[i]] && !input_set_[i];
     ET_CHECK_OR_RETURN(!needs, Error::InvalidState, "input %zu of '%s' was never set", i, name());
   }
+  if (!dynamic_->empty()) ET_TRY(dynamic_->update(values_, inputs_));
   KernelRuntimeContext context;
   static const bool profile = std::getenv("EXECUTORCH_PROFILE") != nullptr;
   if (profile) {

@@ -21,6 +21,7 @@ struct ExecutionPlan;
 namespace executorch {
 namespace runtime {
 
+class DynamicShapes;
 class Program;
 
 // One method of a Program, ready to run: its values, planned memory, kernels and delegates.
@@ -43,8 +44,9 @@ class EXECUTORCH_API Method final {
   // The input as the program declares it (dtype and shape of a tensor, value of a scalar).
   const EValue& input(size_t index) const { return *inputs_[index]; }
 
-  // Sets input `index`. A tensor must match the declared dtype and shape; its data is copied into
-  // planned memory, or used in place where the program planned none (e.g. device memory).
+  // Sets input `index`. A tensor must match the declared dtype and shape (a dynamic dimension:
+  // within its symbolic size's range); its data is copied into planned memory, or used in place
+  // where the program planned none (e.g. device memory).
   Error set_input(size_t index, const EValue& value);
 
   // Runs every instruction; on failure, last_error_message() names the instruction and why.
@@ -121,7 +123,8 @@ class EXECUTORCH_API Method final {
   std::vector<bool> input_set_;
   std::vector<Step> steps_;
   std::vector<Delegate> delegates_;
-  std::vector<double> profile_ms_;  // per step, with EXECUTORCH_PROFILE set
+  std::unique_ptr<DynamicShapes> dynamic_;  // sizes that follow the inputs' (bounded dynamic shapes)
+  std::vector<double> profile_ms_;          // per step, with EXECUTORCH_PROFILE set
   long profile_runs_ = 0;
 };
 

@@ -15,6 +15,7 @@ from typing import Any, Iterator, Sequence
 import torch
 
 from executorch.export import _dtypes
+from executorch.export._dynamic import SymbolicSizes
 from executorch.export._errors import ExportError, UnsupportedOperatorError
 from executorch.export._partition import CUDA, XNNPACK
 from executorch.export._planner import Allocation, plan
@@ -84,6 +85,13 @@ class _Const:
     tensor: torch.Tensor
 
 
+@dataclass(frozen=True)
+class _Size:
+    """An integer computed from sizes (aten.sym_size, and arithmetic on such): a size expression."""
+
+    value: Any  # int or torch.SymInt
+
+
 # The result of an operator with no kernel: lowering goes on, to name every such operator at once.
 _MISSING = object()
 
@@ -151,9 +159,10 @@ class _Shared:
 
 
 class _Lowering:
-    def __init__(self, name: str, widen: torch.dtype | None, shared: _Shared) -> None:
+    def __init__(self, name: str, widen: torch.dtype | None, shared: _Shared, sizes: SymbolicSizes) -> None:
         self.plan = Plan(name=name)
         self.shared = shared
+        self.sizes = sizes  # the method's symbolic sizes (bounded dynamic shapes)
         # float16/bfloat16 programs for the CPU: operators outside _DTYPE_AGNOSTIC compute in float32
         self.widen = widen
         self.missing: dict[str, list[str]] = {}  # operator -> nodes, for one error naming them all
@@ -173,13 +182,15 @@ class _Lowering:
     def planned_tensor(self, meta: torch.Tensor, first_use: int, where: str) -> int:
         if meta.dtype not in DTYPE_CODES:
             raise ExportError(f"{where}: dtype {meta.dtype} is not supported")
-        sizes = []
-        for s in meta.shape:
-            if not isinstance(s, int):
-                raise ExportError(f"{where}: dynamic size {s} (only static shapes are supported)")
-            sizes.append(int(s))
-        index = self.add_value(TensorValue(TensorSpec(dtype=DTYPE_CODES[meta.dtype], sizes=sizes, mem_id=0)))
-        nbytes = meta.element_size() * int(torch.Size(sizes).numel())
+        sizes, dynamic = zip(*(self.sizes.size(s, where) for s in meta.shape)) if meta.dim() else ((), ())
+        return self.planned(DTYPE_CODES[meta.dtype], list(sizes), list(dynamic), first_use)
+
+    def planned(self, dtype: int, sizes: list[int], dynamic: list[int], first_use: int) -> int:
+        """A tensor in planned memory, of `sizes` (the bounds where `dynamic` names expressions)."""
+        spec = TensorSpec(dtype=dtype, sizes=sizes, mem_id=0, dynamic_sizes=dynamic if any(e >= 0 for e in dynamic)
+                          else [])
+        index = self.add_value(TensorValue(spec))
+        nbytes = _dtypes.nbytes(dtype, sizes)
         self.allocations[index] = Allocation(size=nbytes, first_use=first_use, last_use=first_use)
         return index
 
@@ -210,8 +221,9 @@ class _Lowering:
 
     def convert(self, index: int, dtype: torch.dtype, where: str) -> int:
         """A planned copy of tensor value `index` in `dtype`, made by the next instruction."""
-        meta = torch.empty(self.plan.tensor(index).sizes, dtype=dtype, device="meta")
-        out = self.planned_tensor(meta, len(self.plan.instructions), where)
+        spec = self.plan.tensor(index)
+        out = self.planned(DTYPE_CODES[dtype], list(spec.sizes), list(spec.dynamic_sizes) or [-1] * len(spec.sizes),
+                           len(self.plan.instructions))
         self.copy_into(index, out)
         return out
 
@@ -252,6 +264,9 @@ class _Lowering:
             if isinstance(ref, int):
                 self.use(ref, step)
                 return ref
+            if isinstance(ref, _Size):
+                bound, expression = self.sizes.size(ref.value, where)
+                return self.add_value(IntValue(bound, expression=expression))
             if ref is _MISSING:
                 return self.add_value(NullValue())
             raise ExportError(f"{where}: argument {value.name} has no single value")
@@ -273,6 +288,9 @@ class _Lowering:
             return self.add_value(NullValue())
         if isinstance(value, (list, tuple)):
             items = list(value)
+            if items and all(isinstance(v, int) or isinstance(env.get(v), _Size) for v in items):  # sizes, some symbolic
+                sizes = [self.sizes.size(env[v].value if isinstance(v, torch.fx.Node) else v, where) for v in items]
+                return self.add_value(IntListValue([b for b, _ in sizes], expressions=[e for _, e in sizes]))
             if any(isinstance(v, (torch.fx.Node, torch.Tensor)) for v in items):
                 return self.add_value(TensorListValue([self.argument(v, env, step, where) for v in items]))
             if all(isinstance(v, bool) for v in items) and items:
@@ -349,6 +367,16 @@ def _check_kernel_limits(node: torch.fx.Node, name: str) -> None:
     first = node.args[0].meta.get("val") if node.args and isinstance(node.args[0], torch.fx.Node) else None
     if limit and isinstance(first, torch.Tensor) and first.dim() not in limit[0]:
         raise ExportError(f"node {node.name} ({name}): a {first.dim()}-D input; the CPU kernel runs {limit[1]}")
+
+
+# Integers from sizes: a tensor's size, and Python arithmetic on such (torch.export records it as
+# calls of operator.* and torch.sym_*).
+_SIZE_OPS = {torch.ops.aten.sym_size.int, torch.ops.aten.sym_numel.default}
+
+
+def _is_size(node: torch.fx.Node) -> bool:
+    return isinstance(node.meta.get("val"), (int, torch.SymInt)) and not isinstance(node.meta["val"], bool) and (
+        node.target in _SIZE_OPS or not isinstance(node.target, torch._ops.OpOverload))
 
 
 def _schema_args(node: torch.fx.Node) -> list[Any]:
@@ -482,7 +510,7 @@ def _lower(ep: torch.export.ExportedProgram, name: str, supported: set[str], wid
     """Method `name` of `ep`, its constants and state added to `shared` (a new one when None). The
     buffers in `dropped` (unread_buffers) are left out of the state, and their updates uncomputed."""
     shared = shared if shared is not None else _Shared()
-    low = _Lowering(name, widen, shared)
+    low = _Lowering(name, widen, shared, SymbolicSizes(ep))
     sig = ep.graph_signature
     states, new_values = _state_updates(ep)
     states = {k: v for k, v in states.items() if v not in dropped}
@@ -510,6 +538,7 @@ def _lower(ep: torch.export.ExportedProgram, name: str, supported: set[str], wid
             elif node.name in user_inputs:
                 meta = node.meta.get("val")
                 if isinstance(meta, torch.Tensor):
+                    low.sizes.add_input(len(low.plan.inputs), meta, f"input {node.name}")
                     env[node] = low.planned_tensor(meta, -1, f"input {node.name}")
                 elif isinstance(meta, (int, float, bool)):
                     env[node] = low.add_value(BoolValue(meta) if isinstance(meta, bool) else
@@ -525,6 +554,9 @@ def _lower(ep: torch.export.ExportedProgram, name: str, supported: set[str], wid
             if node.target is operator.getitem:
                 source, index = node.args
                 env[node] = _MISSING if env[source] is _MISSING else env[source][index]
+                continue
+            if _is_size(node):
+                env[node] = _Size(node.meta["val"])
                 continue
             if not isinstance(node.target, torch._ops.OpOverload):
                 raise ExportError(f"{where}: call to {node.target} is not an ATen operator")
@@ -626,6 +658,7 @@ def _lower(ep: torch.export.ExportedProgram, name: str, supported: set[str], wid
     for index, allocation in low.allocations.items():
         low.plan.tensor(index).mem_offset = allocation.offset
     low.plan.buffer_sizes = [size]
+    low.plan.symbols, low.plan.size_expressions = low.sizes.symbols, low.sizes.expressions
     return low.plan, shared
 
 
@@ -654,8 +687,10 @@ def export(
     group_size: int = 32,
     tf32_convolutions: bool = False,
     compiler: str | None = None,
+    dynamic_shapes: Any = None,
 ) -> bytes:
-    """The .pte bytes of `module` traced with `example_inputs` (shapes are fixed to theirs).
+    """The .pte bytes of `module` traced with `example_inputs` (shapes are fixed to theirs, unless
+    dynamic_shapes says otherwise).
 
     backend="cuda" delegates every run of operators CudaBackend implements (float32) to it; the
     rest stays with the CPU kernels. Such a program needs a CUDA device where it is loaded.
@@ -689,8 +724,14 @@ def export(
     the compiling one's architecture, with the same torch release's shims (docs/program_format.md,
     "AOTInductor payloads"). A model whose compiled code calls a fallback the shims lack is an
     ExportError naming it.
+    dynamic_shapes, as torch.export.export takes it (per input, {dim: torch.export.Dim(name, max=...)}),
+    lets those dimensions vary between calls up to each Dim's max, which memory is planned for
+    (bounded dynamic shapes; the CPU kernels only, so no backend).
     """
     _check_options(backend, cuda_archs, dtype, quantize, tf32_convolutions, group_size, compiler)
+    if dynamic_shapes is not None and (backend is not None or compiler is not None):
+        raise ExportError("dynamic_shapes: delegated programs have fixed shapes; export without backend= for sizes "
+                          "that vary between calls")
     converted, inputs = _converted(module, example_inputs, dtype, quantize, group_size)
     if compiler == "aoti":
         from executorch.export._aoti import export_aoti
@@ -702,9 +743,9 @@ def export(
     with torch.no_grad():
         try:
             with _quiet(first_attempt) if dtype in (torch.float16, torch.bfloat16) else contextlib.nullcontext():
-                ep = torch.export.export(converted, tuple(inputs))
+                ep = torch.export.export(converted, tuple(inputs), dynamic_shapes=dynamic_shapes)
         except Exception as e:  # torch's own message says what could not be traced
-            ep = _captured_in_float32(module, example_inputs, dtype) if quantize is None else None
+            ep = (_captured_in_float32(module, example_inputs, dtype, dynamic_shapes) if quantize is None else None)
             if ep is None:
                 sys.stderr.write(first_attempt.getvalue())
                 raise ExportError(f"torch.export could not capture the module: {e}") from e
@@ -786,8 +827,8 @@ def _quiet(sink: io.StringIO) -> Iterator[None]:
             log.setLevel(level)
 
 
-def _captured_in_float32(module: torch.nn.Module, example_inputs: Sequence[Any],
-                         dtype: torch.dtype | None) -> torch.export.ExportedProgram | None:
+def _captured_in_float32(module: torch.nn.Module, example_inputs: Sequence[Any], dtype: torch.dtype | None,
+                         dynamic_shapes: Any = None) -> torch.export.ExportedProgram | None:
     """`module` in float16/bfloat16 captured through its float32 graph, for modules torch.export
     cannot trace in half precision: BART's encoder branches on `dtype == float16 and not
     isfinite(h).all()`, which depends on the data. The float32 capture takes the float32 side of
@@ -798,7 +839,8 @@ def _captured_in_float32(module: torch.nn.Module, example_inputs: Sequence[Any],
     floating = [isinstance(x, torch.Tensor) and x.is_floating_point() for x in example_inputs]
     try:
         graph = torch.export.export(copy.deepcopy(module).float().eval(),
-                                    tuple(x.float() if f else x for x, f in zip(example_inputs, floating))).module()
+                                    tuple(x.float() if f else x for x, f in zip(example_inputs, floating)),
+                                    dynamic_shapes=dynamic_shapes).module()
         for node in list(graph.graph.nodes):
             if node.op != "call_function":
                 continue
@@ -808,7 +850,8 @@ def _captured_in_float32(module: torch.nn.Module, example_inputs: Sequence[Any],
                 node.kwargs = {**node.kwargs, "dtype": dtype}
         graph.recompile()
         graph = graph.to(dtype)
-        return torch.export.export(graph, tuple(x.to(dtype) if f else x for x, f in zip(example_inputs, floating)))
+        return torch.export.export(graph, tuple(x.to(dtype) if f else x for x, f in zip(example_inputs, floating)),
+                                   dynamic_shapes=dynamic_shapes)
     except Exception:
         return None
 

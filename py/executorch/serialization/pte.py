@@ -34,6 +34,9 @@ class TensorSpec:
     device: int = 0  # 0 CPU, 1 CUDA
     device_index: int = 0
     mutable_buffer: int = -1  # the whole of ProgramSpec.mutable_buffers[mutable_buffer]
+    # Per dimension, the Plan.size_expressions entry giving its size at each call, or -1 where
+    # `sizes` holds it; `sizes` is then the bound. Empty: a fixed shape.
+    dynamic_sizes: list[int] = field(default_factory=list)
 
 
 # Values, one class per kind: `kind` names it (as the runtime's EValue tags do), `payload` holds it.
@@ -47,6 +50,7 @@ class NullValue:
 class IntValue:
     payload: int
     kind: Literal["int"] = field(default="int", init=False)
+    expression: int = -1  # a Plan.size_expressions entry computing it at each call
 
 
 @dataclass
@@ -77,6 +81,7 @@ class TensorValue:
 class IntListValue:
     payload: list[int]
     kind: Literal["int_list"] = field(default="int_list", init=False)
+    expressions: list[int] = field(default_factory=list)  # empty, or per item as IntValue.expression
 
 
 @dataclass
@@ -122,6 +127,22 @@ class Delegate:
 
 
 @dataclass
+class SymbolicSize:
+    """Dimension `dim` of input `input` (an index into Plan.inputs), which varies between calls within
+    [min, max]; the input's tensor declares max."""
+
+    input: int
+    dim: int
+    min: int
+    max: int
+
+
+# Opcodes of a size expression: a program for a stack of int64 (docs/program_format.md). CONST and
+# SYMBOL take the next entry as their operand; the others pop b, then a, and push a op b.
+OP_CONST, OP_SYMBOL, OP_ADD, OP_MUL, OP_FLOORDIV, OP_MOD, OP_MAX, OP_MIN = range(8)
+
+
+@dataclass
 class Plan:
     name: str
     values: list[Value] = field(default_factory=list)
@@ -131,6 +152,8 @@ class Plan:
     operators: list[tuple[str, str]] = field(default_factory=list)
     delegates: list[Delegate] = field(default_factory=list)
     buffer_sizes: list[int] = field(default_factory=list)
+    symbols: list[SymbolicSize] = field(default_factory=list)
+    size_expressions: list[list[int]] = field(default_factory=list)
 
     def tensor(self, index: int) -> TensorSpec:
         """Value `index`, a tensor (ValueError for another kind)."""
@@ -177,6 +200,7 @@ def _numbers(b: flatbuffers.Builder, items: list, dtype: str) -> int:
 
 def _tensor(b: flatbuffers.Builder, t: TensorSpec) -> int:
     sizes = _numbers(b, t.sizes, "<i8")
+    dynamic = _numbers(b, t.dynamic_sizes, "<i4") if t.dynamic_sizes else None
     fb.TensorStart(b)
     fb.TensorAddScalarType(b, t.dtype)
     fb.TensorAddSizes(b, sizes)
@@ -187,6 +211,8 @@ def _tensor(b: flatbuffers.Builder, t: TensorSpec) -> int:
     fb.TensorAddDevice(b, t.device)
     fb.TensorAddDeviceIndex(b, t.device_index)
     fb.TensorAddMutableBuffer(b, t.mutable_buffer)
+    if dynamic is not None:
+        fb.TensorAddDynamicSizes(b, dynamic)
     return fb.TensorEnd(b)
 
 
@@ -197,6 +223,7 @@ def _value(b: flatbuffers.Builder, v: Value) -> int:
     elif isinstance(v, IntValue):
         fb.IntStart(b)
         fb.IntAddIntVal(b, int(v.payload))
+        fb.IntAddExpression(b, v.expression)
         off, typ = fb.IntEnd(b), fb.KernelTypes.Int
     elif isinstance(v, DoubleValue):
         fb.DoubleStart(b)
@@ -215,8 +242,11 @@ def _value(b: flatbuffers.Builder, v: Value) -> int:
         off, typ = _tensor(b, v.payload), fb.KernelTypes.Tensor
     elif isinstance(v, IntListValue):
         items = _numbers(b, v.payload, "<i8")
+        exprs = _numbers(b, v.expressions, "<i4") if v.expressions else None
         fb.IntListStart(b)
         fb.IntListAddItems(b, items)
+        if exprs is not None:
+            fb.IntListAddExpressions(b, exprs)
         off, typ = fb.IntListEnd(b), fb.KernelTypes.IntList
     elif isinstance(v, DoubleListValue):
         items = _numbers(b, v.payload, "<f8")
@@ -299,6 +329,22 @@ def _plan(b: flatbuffers.Builder, p: Plan) -> int:
     inputs = _numbers(b, p.inputs, "<i4")
     outputs = _numbers(b, p.outputs, "<i4")
     sizes = _numbers(b, p.buffer_sizes, "<u8")
+    symbols = []
+    for sym in p.symbols:
+        fb.SymbolicSizeStart(b)
+        fb.SymbolicSizeAddInput(b, sym.input)
+        fb.SymbolicSizeAddDim(b, sym.dim)
+        fb.SymbolicSizeAddMin(b, sym.min)
+        fb.SymbolicSizeAddMax(b, sym.max)
+        symbols.append(fb.SymbolicSizeEnd(b))
+    expressions = []
+    for program in p.size_expressions:
+        code = _numbers(b, program, "<i8")
+        fb.SizeExpressionStart(b)
+        fb.SizeExpressionAddProgram(b, code)
+        expressions.append(fb.SizeExpressionEnd(b))
+    symbols_vec = _offsets_vector(b, symbols) if symbols else None
+    expressions_vec = _offsets_vector(b, expressions) if expressions else None
     name = b.CreateString(p.name)
     fb.ExecutionPlanStart(b)
     fb.ExecutionPlanAddName(b, name)
@@ -309,6 +355,10 @@ def _plan(b: flatbuffers.Builder, p: Plan) -> int:
     fb.ExecutionPlanAddOperators(b, ops)
     fb.ExecutionPlanAddDelegates(b, delegates)
     fb.ExecutionPlanAddNonConstBufferSizes(b, sizes)
+    if symbols_vec is not None:
+        fb.ExecutionPlanAddSymbols(b, symbols_vec)
+    if expressions_vec is not None:
+        fb.ExecutionPlanAddSizeExpressions(b, expressions_vec)
     return fb.ExecutionPlanEnd(b)
 
 
@@ -395,7 +445,7 @@ def _read_value(ev: Any) -> Value:
     obj: Any = cls()  # the generated reader of that table
     obj.Init(table.Bytes, table.Pos)
     if kind == "int":
-        return IntValue(obj.IntVal())
+        return IntValue(obj.IntVal(), expression=obj.Expression())
     if kind == "double":
         return DoubleValue(obj.DoubleVal())
     if kind == "bool":
@@ -406,13 +456,16 @@ def _read_value(ev: Any) -> Value:
         return TensorValue(TensorSpec(dtype=obj.ScalarType(), sizes=[obj.Sizes(j) for j in range(obj.SizesLength())],
                                       data_segment=obj.DataSegment(), data_offset=obj.DataOffset(), mem_id=obj.MemId(),
                                       mem_offset=obj.MemOffset(), device=obj.Device(), device_index=obj.DeviceIndex(),
-                                      mutable_buffer=obj.MutableBuffer()))
+                                      mutable_buffer=obj.MutableBuffer(),
+                                      dynamic_sizes=[obj.DynamicSizes(j) for j in range(obj.DynamicSizesLength())]))
     items = [obj.Items(j) for j in range(obj.ItemsLength())]
     if kind == "bool_list":
         return BoolListValue([bool(i) for i in items])
     if kind == "double_list":
         return DoubleListValue(items)
-    return IntListValue(items) if kind == "int_list" else TensorListValue(items)
+    if kind == "int_list":
+        return IntListValue(items, expressions=[obj.Expressions(j) for j in range(obj.ExpressionsLength())])
+    return TensorListValue(items)
 
 
 def _read_plan(ep: Any) -> Plan:
@@ -423,6 +476,10 @@ def _read_plan(ep: Any) -> Plan:
     p.operators = [(o.Name().decode(), (o.Overload() or b"").decode())
                    for o in (ep.Operators(j) for j in range(ep.OperatorsLength()))]
     p.buffer_sizes = [ep.NonConstBufferSizes(j) for j in range(ep.NonConstBufferSizesLength())]
+    p.symbols = [SymbolicSize(s.Input(), s.Dim(), s.Min(), s.Max())
+                 for s in (ep.Symbols(j) for j in range(ep.SymbolsLength()))]
+    p.size_expressions = [[e.Program(k) for k in range(e.ProgramLength())]
+                          for e in (ep.SizeExpressions(j) for j in range(ep.SizeExpressionsLength()))]
     for j in range(ep.DelegatesLength()):
         d = ep.Delegates(j)
         ref = d.Processed()
