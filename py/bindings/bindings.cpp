@@ -205,12 +205,12 @@ class PyMethod {
   }
 
   // `bfloat16_inputs`: indices of int16 arrays holding bfloat16 bits. `device_outputs`: output
-  // index -> (data pointer, device index) of a device buffer to fill (returned as None). A nonzero
-  // `cuda_stream` is the caller's stream (a cudaStream_t) the delegates run on, in order with the
-  // caller's work and without waiting for it.
+  // index -> (data pointer, device index) of a device buffer to fill (returned as None). A given
+  // `cuda_stream` is the caller's stream (a cudaStream_t; 0, the legacy default stream) the
+  // delegates run in order with, without waiting for its work; None: no caller's stream.
   py::list execute(const py::sequence& inputs, const std::vector<size_t>& bfloat16_inputs,
-                   const std::map<size_t, std::pair<uintptr_t, int>>& device_outputs, uintptr_t cuda_stream,
-                   bool defer_index_checks) {
+                   const std::map<size_t, std::pair<uintptr_t, int>>& device_outputs,
+                   std::optional<uintptr_t> cuda_stream, bool defer_index_checks) {
     if (static_cast<size_t>(py::len(inputs)) != method_->num_inputs()) {
       throw py::value_error("method '" + name() + "' takes " + std::to_string(method_->num_inputs()) + " inputs, got " +
                             std::to_string(py::len(inputs)));
@@ -277,8 +277,7 @@ class PyMethod {
       redirected_[i] = buffer != device_outputs.end();
     }
 #if !EXECUTORCH_BINDINGS_CUDA
-    if (cuda_stream != 0)
-      throw RuntimeFailure("a CUDA stream was given, but this build of executorch has no CUDA support");
+    if (cuda_stream) throw RuntimeFailure("a CUDA stream was given, but this build of executorch has no CUDA support");
     (void)defer_index_checks;  // no delegate here checks indices on a device
 #endif
     rt::Error err;
@@ -286,7 +285,8 @@ class PyMethod {
       py::gil_scoped_release release;
 #if EXECUTORCH_BINDINGS_CUDA
       std::optional<executorch::extension::cuda::StreamGuard> on_stream;
-      if (cuda_stream != 0) on_stream.emplace(reinterpret_cast<cudaStream_t>(cuda_stream));
+      // 0 is the legacy default stream (torch's default): the delegates join it through events.
+      if (cuda_stream) on_stream.emplace(reinterpret_cast<cudaStream_t>(*cuda_stream));
       std::optional<executorch::extension::cuda::DeferIndexChecks> deferred;
       if (defer_index_checks) deferred.emplace();
 #endif
@@ -463,6 +463,6 @@ PYBIND11_MODULE(_C, m) {
       .def("output_meta", &PyMethod::output_meta)
       .def("inputs_on_device", &PyMethod::inputs_on_device)
       .def("execute", &PyMethod::execute, py::arg("inputs"), py::arg("bfloat16_inputs") = std::vector<size_t>{},
-           py::arg("device_outputs") = std::map<size_t, std::pair<uintptr_t, int>>{}, py::arg("cuda_stream") = 0,
-           py::arg("defer_index_checks") = false);
+           py::arg("device_outputs") = std::map<size_t, std::pair<uintptr_t, int>>{},
+           py::arg("cuda_stream") = py::none(), py::arg("defer_index_checks") = false);
 }
