@@ -91,6 +91,22 @@ def test_program_state_is_the_cache_alone(family: tuple[str, torch.nn.Module, by
     assert sorted(program.new_state().buffer_names) == sorted(b.name for b in spec.mutable_buffers)
 
 
+def test_cpu_prefill_takes_a_prompt_as_it_is(family: tuple[str, torch.nn.Module, bytes]) -> None:
+    """For the CPU kernels the prefill's length is a bounded dynamic shape (2 to prefill_chunk): five
+    tokens run as five, and their logits are transformers' for them (|diff| <= 1e-4 of the largest)."""
+    name, model, pte = family
+    prefill = next(p for p in deserialize(pte).plans if p.name == "prefill")
+    assert [(s.input, s.dim, s.min, s.max) for s in prefill.symbols] == [(0, 1, 2, CHUNK)], name
+    program = Runtime.get().load_program(pte)
+    method = program.load_method("prefill", program.new_state())
+    ids = torch.randint(0, 512, (1, 5), generator=torch.Generator().manual_seed(3))
+    (logits,) = method.execute([ids.numpy(), np.arange(5, dtype=np.int64)])
+    with torch.no_grad():
+        expected = model(ids).logits.numpy()
+    assert logits.shape == (1, 5, 512), name
+    np.testing.assert_allclose(logits, expected, rtol=0, atol=1e-4 * max(1.0, float(np.abs(expected).max())))
+
+
 @pytest.mark.parametrize("name", ["llama", "gpt2"])
 def test_batch_rows_each_match_transformers(name: str, tmp_path: Path) -> None:
     """export_llm(batch_size=3): generate_batch's rows equal transformers' greedy tokens for each

@@ -237,18 +237,26 @@ int main(int argc, char** argv) {
 
   using Clock = std::chrono::steady_clock;
   const auto start = Clock::now();
-  // Prefill in chunks; the last chunk starts early enough to be full where the prompt allows (its
-  // earlier positions are computed again, to the same keys and values), else it is padded, and the
-  // padding's cache entries are overwritten by decode before any position attends to them.
+  // Prefill in chunks of up to `chunk` tokens; a dynamic prefill (llm_prefill_min below the chunk)
+  // takes the last one as it is. A chunk shorter than the program takes starts early enough to be
+  // full where the prompt allows (its earlier positions are computed again, to the same keys and
+  // values), else it is padded, and the padding's cache entries are overwritten by decode before
+  // any position attends to them.
+  int64_t shortest = chunk;
+  if (!module.metadata("llm_prefill_min").empty() &&
+      (!parse_int(module.metadata("llm_prefill_min").c_str(), shortest) || shortest < 1 || shortest > chunk)) {
+    return fail("llm_prefill_min is not a length from 1 to llm_prefill_chunk");
+  }
   std::vector<float> logits;
   for (int64_t begin = 0; begin < n;) {
-    const int64_t first = std::min(begin, std::max<int64_t>(n - chunk, 0));
-    const int64_t real = std::min(chunk, n - first);
-    std::vector<int64_t> window(static_cast<size_t>(chunk), 0), positions(static_cast<size_t>(chunk));
+    const int64_t length = std::max(shortest, std::min(chunk, n - begin));  // this call's
+    const int64_t first = std::min(begin, std::max<int64_t>(n - length, 0));
+    const int64_t real = std::min(length, n - first);
+    std::vector<int64_t> window(static_cast<size_t>(length), 0), positions(static_cast<size_t>(length));
     std::copy(prompt.begin() + first, prompt.begin() + first + real, window.begin());
     std::iota(positions.begin(), positions.end(), first);
-    auto out = module.execute("prefill", {rt::EValue(*make_tensor_ptr({1, chunk}, std::move(window))),
-                                          rt::EValue(*make_tensor_ptr({chunk}, std::move(positions)))});
+    auto out = module.execute("prefill", {rt::EValue(*make_tensor_ptr({1, length}, std::move(window))),
+                                          rt::EValue(*make_tensor_ptr({length}, std::move(positions)))});
     if (!out.ok()) return fail("prefill", out.error());
     logits = logits_row(out.get()[0].to_tensor(), real - 1);
     begin = first + real;

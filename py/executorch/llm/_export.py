@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import torch
+from torch.export import Dim
 
 from executorch.export._errors import ExportError
 from executorch.export._export import _check_options, _converted, _decomposed, _program, unread_buffers
@@ -16,9 +17,11 @@ def export_llm(model: torch.nn.Module, max_seq_len: int, *, prefill_chunk: int =
     """The .pte bytes of `model` (a transformers causal LM: Llama, Qwen2, Gemma, Mistral, Phi, GPT-2)
     with a static key/value cache of `max_seq_len` positions for `batch_size` sequences.
 
-    Methods: `prefill(input_ids[B, prefill_chunk], cache_position[prefill_chunk])` and
-    `decode(input_ids[B, 1], cache_position[1])` (B = batch_size; the rows share their positions),
-    both returning logits [B, tokens, vocab] and writing the tokens' keys and values into the cache,
+    Methods: `prefill(input_ids[B, L], cache_position[L])` and `decode(input_ids[B, 1],
+    cache_position[1])` (B = batch_size; the rows share their positions). For the CPU kernels
+    (backend=None) L is any length from 2 to prefill_chunk (a bounded dynamic shape: a short prompt
+    costs its length, not a chunk's); a delegated prefill takes L = prefill_chunk. Both return
+    logits [B, L or 1, vocab] and write the tokens' keys and values into the cache,
     which the two share. dtype, quantize and
     group_size are as for executorch.export.export (quantize="int4" or "int8_weight_only":
     weight-only int4 or int8 linear layers). With backend="cuda" the cache lives in device memory,
@@ -45,16 +48,23 @@ def export_llm(model: torch.nn.Module, max_seq_len: int, *, prefill_chunk: int =
     except Exception as e:  # transformers' message names what its wrapper lacks
         raise ExportError(f"transformers cannot wrap {type(model).__name__} with a static cache: {e}") from e
     methods: dict[str, Any] = {}
+    # The shortest prefill a dynamic one takes: torch.export specializes sizes 0 and 1.
+    shortest = 2 if backend is None and prefill_chunk > 2 else prefill_chunk
     with torch.no_grad():
         for name, tokens in (("prefill", prefill_chunk), ("decode", 1)):
+            shapes = None
+            if name == "prefill" and shortest < prefill_chunk:
+                length = Dim("prefill_length", min=shortest, max=prefill_chunk)
+                shapes = {"input_ids": {1: length}, "cache_position": {0: length}}
             try:
                 ep = wrapper.export(input_ids=torch.zeros(batch_size, tokens, dtype=torch.long),
-                                    cache_position=torch.arange(tokens))
+                                    cache_position=torch.arange(tokens), dynamic_shapes=shapes)
             except Exception as e:
                 raise ExportError(f"torch.export could not capture {type(model).__name__} ({name}): {e}") from e
             methods[name] = _decomposed(ep, backend)
     vocab = getattr(model.config, "vocab_size", None) or model.get_output_embeddings().out_features
     metadata = {"llm_max_seq_len": str(max_seq_len), "llm_prefill_chunk": str(prefill_chunk),
+                "llm_prefill_min": str(shortest),
                 "llm_vocab_size": str(vocab), "llm_model": type(model).__name__, "llm_batch_size": str(batch_size)}
     return _program(methods, backend=backend, dtype=dtype, metadata=metadata,
                     dropped=unread_buffers(list(methods.values())))

@@ -54,6 +54,8 @@ class TextGenerator:
             raise ValueError(f"not a program of export_llm: it has methods {program.method_names}")
         self.max_seq_len = int(meta["max_seq_len"] or 0)
         self.chunk = int(meta["prefill_chunk"] or 0)
+        # The shortest prefill the program takes (a dynamic one's; older programs: a whole chunk).
+        self.shortest_chunk = int(program.metadata("llm_prefill_min") or self.chunk)
         self.vocab_size = int(meta["vocab_size"] or 0)
         self.batch_size = int(program.metadata("llm_batch_size") or 1)
         self._state = program.new_state()
@@ -143,14 +145,16 @@ class TextGenerator:
 
     def _prefill_logits(self, rows: list[list[int]]) -> Any:
         """The logits after the last prompt token of each row, [rows, vocab] (a torch tensor on the
-        device where generation runs there, else numpy). The prompts go in chunks; the last chunk starts
-        early enough to be full where the prompt allows (its earlier positions are computed again,
-        to the same keys and values), else it is padded, and the padding's cache entries are
-        overwritten by decode before any position attends to them."""
-        n, c = len(rows[0]), self.chunk
+        device where generation runs there, else numpy). The prompts go in chunks of up to
+        prefill_chunk tokens; a dynamic prefill takes the last one as it is. A chunk shorter than the
+        program takes starts early enough to be full where the prompt allows (its earlier positions
+        are computed again, to the same keys and values), else it is padded, and the padding's cache
+        entries are overwritten by decode before any position attends to them."""
+        n = len(rows[0])
         logits: Any = None
         begin = 0
         while begin < n:
+            c = max(self.shortest_chunk, min(self.chunk, n - begin))  # this call's length
             start = min(begin, max(n - c, 0))
             real = min(c, n - start)
             window = [r[start:start + real] + [0] * (c - real) for r in rows]
