@@ -303,6 +303,46 @@ Error arange(KernelRuntimeContext&, Args args) {
   return Error::Ok;
 }
 
+// Every element of `out` set to the number args[at] (an int exactly, else as a double).
+Error fill(Args args, size_t at, const Tensor& out, const char* op) {
+  KCHECK(is_supported_dtype(out.scalar_type()), "%s: output dtype %s", op, runtime::to_string(out.scalar_type()));
+  double value;
+  ET_TRY(double_at(args, at, op, &value));
+  for (int64_t i = 0; i < out.numel(); ++i) {
+    if (args[at]->is_int()) {
+      store<int64_t>(out, i, args[at]->to_int());
+    } else {
+      store<double>(out, i, value);
+    }
+  }
+  return Error::Ok;
+}
+
+// full(size, fill_value, *, dtype, layout, device, pin_memory) and full_like(self, fill_value, *,
+// dtype, layout, device, pin_memory, memory_format): the exporter folds those of a fixed shape;
+// these follow an input's size (bounded dynamic shapes).
+Error full(KernelRuntimeContext&, Args args) {
+  const char* op = "aten::full";
+  Span<const int64_t> sizes;
+  Tensor* out;
+  ET_TRY(read_args(args, op, 7, at(0, &sizes), at(6, &out)));
+  KCHECK(sizes.size() == static_cast<size_t>(out->dim()), "%s: %zu sizes for a %d-D output", op, sizes.size(),
+         out->dim());
+  for (int d = 0; d < out->dim(); ++d) {
+    KCHECK(out->size(d) == sizes[static_cast<size_t>(d)], "%s: output size %lld at dim %d, expected %lld", op,
+           static_cast<long long>(out->size(d)), d, static_cast<long long>(sizes[static_cast<size_t>(d)]));
+  }
+  return fill(args, 1, *out, op);
+}
+
+Error full_like(KernelRuntimeContext&, Args args) {
+  const char* op = "aten::full_like";
+  Tensor *self, *out;
+  ET_TRY(read_args(args, op, 8, at(0, &self), at(7, &out)));
+  KCHECK(runtime::same_shape(*self, *out), "%s: the output's shape is not the input's", op);
+  return fill(args, 1, *out, op);
+}
+
 const runtime::Kernel kKernels[] = {
     {"aten::view", view},
     {"aten::_unsafe_view", unsafe_view},
@@ -321,6 +361,8 @@ const runtime::Kernel kKernels[] = {
     {"aten::embedding", embedding},
     {"aten::split_with_sizes", split_with_sizes},
     {"aten::arange.start_step", arange},
+    {"aten::full", full},
+    {"aten::full_like", full_like},
 };
 
 const bool registered = runtime::register_kernels({kKernels, sizeof(kKernels) / sizeof(kKernels[0])}) == Error::Ok;

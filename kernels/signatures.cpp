@@ -80,6 +80,8 @@ const runtime::KernelSignature kSignatures[] = {
     {"aten::floor_divide", "NN>T"},
     {"aten::fmod.Scalar", "Nd>T"},
     {"aten::fmod.Tensor", "NN>T"},
+    {"aten::full", "Idjjxj>T"},
+    {"aten::full_like", "Ndjjxjj>T"},
     {"aten::gather", "NiNi>T"},
     {"aten::ge.Scalar", "Nd>T"},
     {"aten::ge.Tensor", "NN>T"},

@@ -6,6 +6,8 @@ Tolerance (float32): |ours - torch| <= 1e-4 * max(1, max|torch|) elementwise.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pytest
 
@@ -19,7 +21,7 @@ from torch.export import Dim  # noqa: E402
 from executorch.export import ExportError, export  # noqa: E402
 from executorch.runtime import ExecutorchError, Runtime  # noqa: E402
 from executorch.serialization.pte import OP_ADD, OP_CONST, OP_SYMBOL, deserialize, serialize  # noqa: E402
-from tests.models.real import import_torchvision  # noqa: E402
+from tests.models.real import MODELS, import_torchvision  # noqa: E402
 
 RTOL = 1e-4
 
@@ -141,6 +143,40 @@ def test_language_model_over_any_prompt_length() -> None:
         (ours,) = method.execute([ids.numpy()])
         with torch.no_grad():
             assert_close(ours, wrapper(ids))
+
+
+def _first_tensor(out: Any) -> torch.Tensor:
+    out = out.to_tuple() if hasattr(out, "to_tuple") else out
+    while isinstance(out, (tuple, list)):
+        out = out[0]
+    return out
+
+
+# Real models with random weights: images and features vary in batch (1 to 4), token ids and their
+# masks in length (2 to 32). t5_encoder fills a tensor of the input's shape (full_like), the GRU
+# an initial state of the batch's (full).
+@pytest.mark.parametrize("name", ["resnet18", "mobilenet_v3_small", "whisper_encoder", "gru", "bert", "t5_encoder",
+                                  "llama"])
+def test_real_models_at_several_sizes(name: str) -> None:
+    model, example = MODELS[name]()
+    by_length = not example[0].is_floating_point()
+    dim = Dim("length", min=2, max=32) if by_length else Dim("batch", min=1, max=4)
+
+    def inputs(n: int) -> tuple[torch.Tensor, ...]:
+        gen = torch.Generator().manual_seed(n)
+        if by_length:
+            return tuple(torch.randint(0, 500, (1, n), generator=gen) if i == 0 else torch.ones(1, n, dtype=x.dtype)
+                         for i, x in enumerate(example))
+        return tuple(torch.randn((n,) + tuple(x.shape[1:]), generator=gen) for x in example)
+
+    shapes = tuple({1 if by_length else 0: dim} for _ in example)
+    pte = export(model, inputs(16 if by_length else 2), dynamic_shapes=shapes)
+    method = Runtime.get().load_program(pte).load_method("forward")
+    for n in (5, 32) if by_length else (1, 4, 3):
+        x = inputs(n)
+        ours = method.execute([t.numpy() for t in x])[0]
+        with torch.no_grad():
+            assert_close(ours, _first_tensor(model(*x)))
 
 
 def test_delegated_programs_refuse_dynamic_shapes() -> None:

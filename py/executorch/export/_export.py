@@ -227,6 +227,17 @@ class _Lowering:
         self.copy_into(index, out)
         return out
 
+    def full_like(self, source: Any, fill: Any, meta: torch.Tensor, env: dict, where: str) -> int:
+        """A planned tensor of meta's (dynamic) shape and dtype, filled with `fill` by the next
+        instruction (aten::full_like of `source`, a tensor of that shape)."""
+        op_index, _ = self.operator(torch.ops.aten.full_like.default)
+        step = len(self.plan.instructions)
+        args = [self.argument(source, env, step, where), self.argument(fill, env, step, where),
+                self.add_value(IntValue(DTYPE_CODES[meta.dtype]))] + [self.add_value(NullValue()) for _ in range(4)]
+        out = self.planned_tensor(meta, step, where)
+        self.plan.instructions.append(KernelCall(op_index, args + [out], 1))
+        return out
+
     def copy_into(self, src: int, dst: int) -> None:
         """Appends dst = src converted to dst's dtype (aten::_to_copy)."""
         op_index, _ = self.operator(torch.ops.aten._to_copy.default)
@@ -288,7 +299,9 @@ class _Lowering:
             return self.add_value(NullValue())
         if isinstance(value, (list, tuple)):
             items = list(value)
-            if items and all(isinstance(v, int) or isinstance(env.get(v), _Size) for v in items):  # sizes, some symbolic
+            if items and all(isinstance(v, (int, torch.SymInt)) or (isinstance(v, torch.fx.Node) and
+                                                                  isinstance(env.get(v), _Size)) for v in items):
+                # sizes, some of them symbolic
                 sizes = [self.sizes.size(env[v].value if isinstance(v, torch.fx.Node) else v, where) for v in items]
                 return self.add_value(IntListValue([b for b, _ in sizes], expressions=[e for _, e in sizes]))
             if any(isinstance(v, (torch.fx.Node, torch.Tensor)) for v in items):
@@ -572,7 +585,10 @@ def _lower(ep: torch.export.ExportedProgram, name: str, supported: set[str], wid
                 meta = node.meta["val"]
                 fill = {torch.ops.aten.full_like.default: node.args[1] if len(node.args) > 1 else 0,
                         torch.ops.aten.ones_like.default: 1}.get(node.target, 0)
-                env[node] = _Const(torch.full(tuple(meta.shape), fill, dtype=meta.dtype))
+                if all(isinstance(s, int) for s in meta.shape):
+                    env[node] = _Const(torch.full(tuple(meta.shape), fill, dtype=meta.dtype))
+                else:  # a dynamic shape: filled when the method runs
+                    env[node] = low.full_like(node.args[0], fill, meta, env, where)
                 continue
             if all(_is_constant(a, env) for a in list(node.args) + list(node.kwargs.values())):
                 # Depends on no input: compute it now and store the result.
