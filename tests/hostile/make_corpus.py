@@ -46,7 +46,7 @@ def programs() -> dict[str, bytes]:
         print("make_corpus: torch is not installed; only the hand-written program is used", file=sys.stderr)
         return out
     from executorch.export import export
-    from tests.models.zoo import MODELS, counter, partly_delegated
+    from tests.models.zoo import MODELS, cnn, counter, mlp, partly_delegated
 
     for name, make in sorted(MODELS.items()):
         model, example = make()
@@ -63,6 +63,12 @@ def programs() -> dict[str, bytes]:
     model, example = counter()
     out["counter"] = export(model, example)
     out["counter_cuda"] = export(model, example, backend="cuda")
+    # Bounded dynamic shapes: symbols, size expressions, tensors and view sizes that follow them.
+    from torch.export import Dim
+
+    for name, make, bound in (("mlp", mlp, 8), ("cnn", cnn, 4)):
+        model, example = make(batch=2)
+        out[name + "_dynamic"] = export(model, example, dynamic_shapes=({0: Dim("batch", max=bound)},))
     return out
 
 

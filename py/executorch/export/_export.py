@@ -276,13 +276,15 @@ class _Lowering:
                 self.use(ref, step)
                 return ref
             if isinstance(ref, _Size):
-                bound, expression = self.sizes.size(ref.value, where)
-                return self.add_value(IntValue(bound, expression=expression))
+                return self.argument(ref.value, env, step, where)
             if ref is _MISSING:
                 return self.add_value(NullValue())
             raise ExportError(f"{where}: argument {value.name} has no single value")
         if isinstance(value, torch.Tensor):
             return self.constant_tensor(value)
+        if isinstance(value, torch.SymInt):  # a size computed at run time (or a fixed one)
+            bound, expression = self.sizes.size(value, where)
+            return self.add_value(IntValue(bound, expression=expression))
         if value is None:
             return self.add_value(NullValue())
         if isinstance(value, bool):
@@ -299,11 +301,14 @@ class _Lowering:
             return self.add_value(NullValue())
         if isinstance(value, (list, tuple)):
             items = list(value)
-            if items and all(isinstance(v, (int, torch.SymInt)) or (isinstance(v, torch.fx.Node) and
-                                                                  isinstance(env.get(v), _Size)) for v in items):
-                # sizes, some of them symbolic
+            symbolic = [isinstance(v, torch.SymInt) or (isinstance(v, torch.fx.Node) and isinstance(env.get(v), _Size))
+                        for v in items]
+            if any(symbolic) and all(s or (isinstance(v, int) and not isinstance(v, bool))
+                                     for s, v in zip(symbolic, items)):  # sizes, some of them computed at run time
                 sizes = [self.sizes.size(env[v].value if isinstance(v, torch.fx.Node) else v, where) for v in items]
-                return self.add_value(IntListValue([b for b, _ in sizes], expressions=[e for _, e in sizes]))
+                expressions = [e for _, e in sizes]
+                return self.add_value(IntListValue([b for b, _ in sizes],
+                                                   expressions=expressions if any(e >= 0 for e in expressions) else []))
             if any(isinstance(v, (torch.fx.Node, torch.Tensor)) for v in items):
                 return self.add_value(TensorListValue([self.argument(v, env, step, where) for v in items]))
             if all(isinstance(v, bool) for v in items) and items:
