@@ -217,6 +217,21 @@ def test_bad_dynamic_programs_are_refused(damage: str, message: str) -> None:
         Runtime.get().load_program(serialize(spec)).load_method("forward")
 
 
+def test_an_input_sharing_a_dim_within_a_smaller_bound_is_refused() -> None:
+    # A hostile program: the second input of a Dim declares 4 rows, the Dim allows 10. Its data
+    # would be copied into memory planned for 4.
+    class Add(torch.nn.Module):
+        def forward(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+            return a + b
+
+    n = Dim("n", max=10)
+    spec = deserialize(export(Add(), (torch.randn(4, 3), torch.randn(4, 3)), dynamic_shapes={"a": {0: n}, "b": {0: n}}))
+    plan = spec.plans[0]
+    plan.tensor(plan.inputs[1]).sizes[0] = 4
+    with pytest.raises(ExecutorchError, match="input 1: dim 0 is dynamic but no symbolic size within its bound"):
+        Runtime.get().load_program(serialize(spec)).load_method("forward")
+
+
 def test_a_size_above_its_planned_bound_is_an_error_not_an_overrun() -> None:
     # A hostile program whose expression for an intermediate size exceeds the bound it planned.
     spec = deserialize(_mlp_program())

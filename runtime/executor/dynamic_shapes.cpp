@@ -164,9 +164,10 @@ Error DynamicShapes::check_symbols(const std::vector<size_t>& input_ids, const s
     r->input = true;
     for (size_t d = 0; d < r->exprs.size(); ++d) {
       const int64_t k = symbol_of(r->exprs[d]);
-      ET_CHECK_OR_RETURN(r->exprs[d] < 0 || (k >= 0 && symbols_[static_cast<size_t>(k)].max >= r->bounds[d]),
+      // Within the input's own bound too: its data is copied into memory planned for that bound.
+      ET_CHECK_OR_RETURN(r->exprs[d] < 0 || (k >= 0 && symbols_[static_cast<size_t>(k)].max <= r->bounds[d]),
                          Error::InvalidProgram,
-                         "input %zu: dim %zu is dynamic but no symbolic size of its bound names it", i, d);
+                         "input %zu: dim %zu is dynamic but no symbolic size within its bound names it", i, d);
     }
   }
   return Error::Ok;
@@ -179,9 +180,10 @@ Error DynamicShapes::resize_input(size_t input, size_t value, const Tensor& src,
     const int64_t k = r != nullptr ? symbol_of(r->exprs[static_cast<size_t>(d)]) : -1;
     if (k >= 0) {
       const Symbol& symbol = symbols_[static_cast<size_t>(k)];
-      ET_CHECK_OR_RETURN(size >= symbol.min && size <= symbol.max, Error::InvalidArgument,
-                         "input %zu: size %lld at dim %d, expected %lld to %lld", input, static_cast<long long>(size),
-                         d, static_cast<long long>(symbol.min), static_cast<long long>(symbol.max));
+      ET_CHECK_OR_RETURN(size >= symbol.min && size <= symbol.max && size <= r->bounds[static_cast<size_t>(d)],
+                         Error::InvalidArgument, "input %zu: size %lld at dim %d, expected %lld to %lld", input,
+                         static_cast<long long>(size), d, static_cast<long long>(symbol.min),
+                         static_cast<long long>(symbol.max));
     } else {
       const int64_t declared = r != nullptr ? r->bounds[static_cast<size_t>(d)] : dst.size(d);
       ET_CHECK_OR_RETURN(size == declared, Error::InvalidArgument, "input %zu: size %lld at dim %d, expected %lld",
