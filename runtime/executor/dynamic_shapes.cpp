@@ -33,7 +33,13 @@ bool python_mod(int64_t a, int64_t b, int64_t* out) {
   return *out = r, true;
 }
 
-// Row-major strides of `dim` sizes into shape[dim..2*dim) (an empty dimension counts as one, as at load).
+// The tensor again over the same sizes, which have changed: it recounts its elements.
+void refresh(Tensor& t) {
+  t = Tensor(t.scalar_type(), t.dim(), t.sizes(), t.strides(), t.mutable_data_ptr(), t.device());
+}
+
+}  // namespace
+
 void contiguous_strides(int64_t* shape, int dim) {
   int64_t stride = 1;
   for (int d = dim; d-- > 0;) {
@@ -41,13 +47,6 @@ void contiguous_strides(int64_t* shape, int dim) {
     stride *= shape[d] == 0 ? 1 : shape[d];
   }
 }
-
-// The tensor again over the same sizes, which have changed: it recounts its elements.
-void refresh(Tensor& t) {
-  t = Tensor(t.scalar_type(), t.dim(), t.sizes(), t.strides(), t.mutable_data_ptr(), t.device());
-}
-
-}  // namespace
 
 Error DynamicShapes::load(const fb::ExecutionPlan* plan) {
   if (const auto* symbols = plan->symbols()) {
@@ -158,10 +157,12 @@ Error DynamicShapes::check_symbols(const std::vector<size_t>& input_ids, const s
                        s.input, static_cast<long long>(r->bounds[static_cast<size_t>(s.dim)]));
   }
   // A dynamic input dimension is a symbol (the caller gives it; nothing computes it).
+  input_tensors_.assign(input_ids.size(), -1);
   for (size_t i = 0; i < input_ids.size(); ++i) {
     Resized* r = resized(input_ids[i]);
     if (r == nullptr) continue;
     r->input = true;
+    input_tensors_[i] = static_cast<int>(r - tensors_.data());
     for (size_t d = 0; d < r->exprs.size(); ++d) {
       const int64_t k = symbol_of(r->exprs[d]);
       // Within the input's own bound too: its data is copied into memory planned for that bound.
@@ -173,8 +174,8 @@ Error DynamicShapes::check_symbols(const std::vector<size_t>& input_ids, const s
   return Error::Ok;
 }
 
-Error DynamicShapes::resize_input(size_t input, size_t value, const Tensor& src, Tensor& dst) {
-  Resized* r = resized(value);
+Error DynamicShapes::resize_input(size_t input, const Tensor& src, Tensor& dst) {
+  Resized* r = input < input_tensors_.size() && input_tensors_[input] >= 0 ? &tensors_[input_tensors_[input]] : nullptr;
   for (int d = 0; d < dst.dim(); ++d) {
     const int64_t size = src.size(d);
     const int64_t k = r != nullptr ? symbol_of(r->exprs[static_cast<size_t>(d)]) : -1;

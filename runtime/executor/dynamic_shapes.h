@@ -17,6 +17,10 @@
 namespace executorch {
 namespace runtime {
 
+// Row-major strides of the sizes shape[0, dim) into shape[dim, 2 * dim), the layout of a Method's
+// shape arrays (an empty dimension counts as one, so strides stay distinct).
+void contiguous_strides(int64_t* shape, int dim);
+
 class DynamicShapes {
  public:
   // The plan's symbols and size expressions; every program is checked to leave one value and to
@@ -39,9 +43,9 @@ class DynamicShapes {
   // Whether value `value` has dynamic sizes.
   bool is_dynamic(size_t value) const;
 
-  // Input `input` (value `value`, tensor `dst`) takes src's sizes: a symbol's dimension anywhere in
-  // [min, max], every other as declared. Inputs sharing a symbol are compared by update().
-  Error resize_input(size_t input, size_t value, const Tensor& src, Tensor& dst);
+  // Input `input` (tensor `dst`) takes src's sizes: a symbol's dimension anywhere in [min, max],
+  // every other as declared. Inputs sharing a symbol are compared by update().
+  Error resize_input(size_t input, const Tensor& src, Tensor& dst);
 
   // Evaluates every expression from the inputs' current sizes, then resizes the tensors and
   // rewrites the integers that follow them.
@@ -76,6 +80,7 @@ class DynamicShapes {
   std::vector<std::vector<int64_t>> programs_;
   std::vector<int64_t> results_;  // per expression, at the last update
   std::vector<Resized> tensors_;
+  std::vector<int> input_tensors_;  // per method input, its index in tensors_ (-1: a fixed shape)
   std::vector<Rewritten> integers_;
 };
 

@@ -195,11 +195,7 @@ Error Method::parse_values(const Program& program, const fb::ExecutionPlan* plan
         const uint64_t nbytes = numel * element_size(dtype);
         ET_CHECK_OR_RETURN(nbytes <= kMaxTensorBytes, Error::InvalidProgram, "value %zu: %llu bytes", i,
                            static_cast<unsigned long long>(nbytes));
-        int64_t stride = 1;
-        for (size_t d = dim; d-- > 0;) {
-          shape[dim + d] = stride;
-          stride *= shape[d] == 0 ? 1 : shape[d];
-        }
+        contiguous_strides(shape.get(), static_cast<int>(dim));
         void* data = nullptr;
         const int places = (t->data_segment() >= 0) + (t->mem_id() >= 0) + (t->mutable_buffer() >= 0);
         ET_CHECK_OR_RETURN(places <= 1, Error::InvalidProgram,
@@ -456,7 +452,7 @@ Error Method::set_input(size_t index, const EValue& value) {
                      index, to_string(src.scalar_type()), to_string(dst.scalar_type()));
   ET_CHECK_OR_RETURN(src.dim() == dst.dim(), Error::InvalidArgument, "input %zu: %d dimensions, expected %d", index,
                      src.dim(), dst.dim());
-  ET_TRY(dynamic_->resize_input(index, input_ids_[index], src, dst));
+  ET_TRY(dynamic_->resize_input(index, src, dst));
   ET_CHECK_OR_RETURN(src.const_data_ptr() != nullptr || src.nbytes() == 0, Error::InvalidArgument,
                      "input %zu has no data", index);
   if (planned_[input_ids_[index]]) {

@@ -105,8 +105,3 @@ def _finite(v: Any) -> int | None:
 
 def _expr(s: Any) -> sympy.Expr:
     return s.node.expr if isinstance(s, torch.SymInt) else sympy.Integer(int(s))
-
-
-def is_symbolic(value: Any) -> bool:
-    """Whether `value` (a node's meta value) is a SymInt that is not a fixed number."""
-    return isinstance(value, torch.SymInt) and not _expr(value).is_number
