@@ -20,6 +20,7 @@ in and out of Method.execute.
 - LSTM, GRU: stacked bidirectional recurrences, one kernel per layer (one per step where wide);
 - weight-only int4 and int8 linear layers: the GEMV (up to 8 rows) and the dequantizing product, a residual
   added after one (ResidualMlp, which also covers a bias-free product with its residual);
+- GEMV: products of up to 8 rows through the built-in GEMV, with an RMS norm or silu * up folded in;
 - TF32: float32 convolutions exported with tf32_convolutions=True are computed in TF32 (they differ
   from the IEEE ones, within TF32's error), and IEEE again without it.
 
@@ -301,6 +302,68 @@ def check_weight_only() -> None:
                     raise SystemExit(f"{quantize} rows {rows} {dtype}: out of bounds")
 
 
+class DecodeBlock(torch.nn.Module):
+    """Llama's MLP block at decode sizes, then a layer with a bias: RMS norm, gate and up (joined by the exporter),
+    silu(gate) * up, the down projection added to its input, addmm. 264 output features end in a part of a GEMV
+    tile; 200 input features split into spans of a few rows."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.weight = torch.nn.Parameter(torch.randn(200) * 0.1 + 1.0)
+        self.gate = torch.nn.Linear(200, 96, bias=False)
+        self.up = torch.nn.Linear(200, 96, bias=False)
+        self.down = torch.nn.Linear(96, 200, bias=False)
+        self.out = torch.nn.Linear(200, 264)
+
+    def forward(self, x):  # [rows, 200]
+        h = self.weight * TransformerForms.rms(x).to(x.dtype)
+        return self.out(x + self.down(torch.nn.functional.silu(self.gate(h)) * self.up(h)))
+
+
+def check_gemv() -> None:
+    """Products of up to 8 rows through the GEMV (EXECUTORCH_CUDA_GEMV=always: untimed), against torch in every
+    dtype: the RMS norm folded in, silu(gate) * up folded into the joined gate|up product where its halves lie in
+    place (one row), the residual and the bias added; rows 1, 3 and 8, and 9 (cuBLAS). The
+    kernels that ran say what was folded."""
+    import os
+    from torch.profiler import ProfilerActivity, profile
+
+    os.environ["EXECUTORCH_CUDA_GEMV"] = "always"
+    try:
+        torch.manual_seed(5)
+        model = DecodeBlock().eval()
+        for rows in (1, 3, 8, 9):
+            x = torch.randn(rows, 200)
+            for dtype, bound in BOUNDS:
+                pte = export(model, (x,), backend="cuda", dtype=dtype)
+                method = Runtime.get().load_program(pte).load_method()
+                xi = x.to(dtype)
+                with profile(activities=[ProfilerActivity.CUDA]) as prof:
+                    got = method.execute([xi if dtype == torch.bfloat16 else xi.numpy()])[0]
+                    torch.cuda.synchronize()
+                names = [e.name for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA and
+                         "memcpy" not in e.name.lower() and "memset" not in e.name.lower()]
+                got = np.asarray(got.float() if isinstance(got, torch.Tensor) else got, dtype=np.float32)
+                with torch.no_grad():  # the weights as exported (rounded to dtype), in float32
+                    ref = copy.deepcopy(model).to(dtype).float()(xi.float()).numpy()
+                err = float(np.abs(got - ref).max()) / max(1.0, float(np.abs(ref).max()))
+                gemvs = sum("gemv_kernel" in n for n in names)
+                norms = sum("rms_norm_kernel" in n for n in names)
+                print(f"DecodeBlock rows {rows} {str(dtype)[6:]}: {err:.2e} (bound {bound}); {gemvs} GEMV, {norms} norm "
+                      f"kernels of {len(names)}")
+                if err > bound:
+                    raise SystemExit(f"GEMV rows {rows} {dtype}: out of bounds")
+                # One row: silu * up runs in the gate|up product, no elementwise kernel of its own.
+                silu = sum("unary_kernel" in n or "FusedBody" in n for n in names)
+                want = ((3, 0, 0) if rows == 1 else (3, 0, silu)) if rows <= 8 else (0, 1, silu)
+                if (gemvs, norms, silu) != want:
+                    raise SystemExit(f"GEMV rows {rows} {dtype}: kernels {names}; expected GEMVs, norms and silu "
+                                     f"kernels {want}")
+    finally:
+        del os.environ["EXECUTORCH_CUDA_GEMV"]
+
+
+check_gemv()
 check_device_tensors()
 check_tf32()
 check_weight_only()

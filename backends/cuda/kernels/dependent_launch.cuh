@@ -10,6 +10,7 @@
 #include <cuda_runtime.h>
 
 #include <atomic>
+#include <cstddef>
 #include <cstdint>
 #include <utility>
 
@@ -51,16 +52,18 @@ bool overlaps_prerequisites(Kernel* kernel) {
   return state == 2;
 }
 
-// Launches kernel<<<grid, block, 0, stream>>>(args...) allowed to overlap the previous kernel's tail
-// where overlaps_prerequisites(kernel); the kernel must call wait_for_prerequisites().
+// Launches kernel<<<grid, block, shared_bytes, stream>>>(args...) allowed to overlap the previous
+// kernel's tail where overlaps_prerequisites(kernel); the kernel must call wait_for_prerequisites().
 template <typename... Params, typename... Args>
-cudaError_t launch_dependent(void (*kernel)(Params...), dim3 grid, dim3 block, cudaStream_t stream, Args&&... args) {
+cudaError_t launch_dependent(void (*kernel)(Params...), dim3 grid, dim3 block, size_t shared_bytes, cudaStream_t stream,
+                             Args&&... args) {
   cudaLaunchAttribute attribute{};
   attribute.id = cudaLaunchAttributeProgrammaticStreamSerialization;
   attribute.val.programmaticStreamSerializationAllowed = 1;
   cudaLaunchConfig_t config{};
   config.gridDim = grid;
   config.blockDim = block;
+  config.dynamicSmemBytes = shared_bytes;
   config.stream = stream;
   config.attrs = &attribute;
   config.numAttrs = overlaps_prerequisites(kernel) ? 1 : 0;

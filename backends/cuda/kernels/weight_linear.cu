@@ -155,10 +155,10 @@ cudaError_t launch_gemv(const T* x, const uint8_t* w, const float* scales, int64
   const unsigned blocks = static_cast<unsigned>((n + kFeaturesPerBlock - 1) / kFeaturesPerBlock);
   const int g = static_cast<int>(group), r = static_cast<int>(rows);
   if (n >= kWideLayer) {
-    return launch_dependent(weight_gemv_kernel<T, kInt4, 2>, blocks, kFeaturesPerBlock / 2 * 32, stream, x, x_aligned,
-                            w, scales, g, bias, residual, y, r, n, k);
+    return launch_dependent(weight_gemv_kernel<T, kInt4, 2>, blocks, kFeaturesPerBlock / 2 * 32, 0, stream, x,
+                            x_aligned, w, scales, g, bias, residual, y, r, n, k);
   }
-  return launch_dependent(weight_gemv_kernel<T, kInt4, 1>, blocks, kFeaturesPerBlock * 32, stream, x, x_aligned, w,
+  return launch_dependent(weight_gemv_kernel<T, kInt4, 1>, blocks, kFeaturesPerBlock * 32, 0, stream, x, x_aligned, w,
                           scales, g, bias, residual, y, r, n, k);
 }
 

@@ -16,6 +16,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include <executorch/backends/cuda/kernels/gemv.h>
 #include <executorch/backends/cuda/kernels/int8_linear.h>
 #include <executorch/backends/cuda/kernels/ops.h>
 #include <executorch/backends/cuda/kernels/weight_linear.h>
@@ -91,6 +92,16 @@ struct Op {
   std::unique_ptr<Fused> fused;
   // rope: the arguments of the index_put whose values it is, which it writes itself (fuse_rope_puts).
   Span<EValue*> put;
+  // mm, addmm of a few rows: through the built-in GEMV rather than cuBLAS (choose_gemvs timed both),
+  // its constant weight laid out [n, k] for it. fuse_gemv_neighbours folds in the RMS norm before it
+  // (x computed from prologue_a and prologue_b) and silu(gate) * up after it (written to epilogue_out).
+  bool gemv = false;
+  GemvPrologue prologue = GemvPrologue::None;
+  EValue* prologue_a = nullptr;
+  EValue* prologue_b = nullptr;
+  float prologue_eps = 0.f;
+  GemvEpilogue epilogue = GemvEpilogue::None;
+  EValue* epilogue_out = nullptr;
   // Nothing to run: the convolution before it computes it (its epilogue), or a copy onto itself
   // (the exporter planned a view's output on its input's bytes).
   bool skipped = false;
@@ -594,6 +605,40 @@ AOTITorchError linear_residual(const Op& op) {
                                              op.shim[o - 2].get(), op.shim[o + 1].get());
 }
 
+// The operands of a product that choose_gemvs may give to the GEMV: mm(x, w, out) or
+// addmm(bias, x, w, 1, 1, out); y is where it writes (the residual add's output where one is fused).
+struct GemvOperands {
+  EValue* x;
+  EValue* w;
+  EValue* bias;
+  EValue* y;
+};
+GemvOperands gemv_operands(const Op& op) {
+  const auto& a = op.args;
+  const bool addmm = op.plan.kind == OpKind::Addmm;
+  return {a[addmm ? 1 : 0], a[addmm ? 2 : 1], addmm ? a[0] : nullptr, op.residual ? op.result : a[a.size() - 1]};
+}
+
+template <typename T>
+cudaError_t run_gemv(const Op& op, cudaStream_t stream) {
+  const GemvOperands o = gemv_operands(op);
+  const Tensor& w = o.w->to_tensor();
+  GemvArgs<T> g;
+  g.prologue = op.prologue;
+  if (op.prologue == GemvPrologue::None) {
+    g.x = ptr<T>(o.x);
+  } else {
+    g.a = ptr<T>(op.prologue_a), g.b = ptr<T>(op.prologue_b), g.eps = op.prologue_eps;
+  }
+  g.w = ptr<T>(o.w);
+  g.bias = o.bias ? ptr<T>(o.bias) : nullptr;
+  g.residual = op.residual ? ptr<T>(op.residual) : nullptr;
+  g.y = ptr<T>(o.y);
+  if (op.epilogue != GemvEpilogue::None) g.epilogue = op.epilogue, g.y = ptr<T>(op.epilogue_out);
+  g.rows = o.x->to_tensor().size(0), g.n = w.size(1), g.k = w.size(0);
+  return launch_gemv(g, stream);
+}
+
 // Runs one op on `stream`. Argument layout follows the ATen schema, outputs last (as the CPU kernels);
 // plan_op checked kinds, dtypes and shapes at init, and they never change.
 template <typename T>
@@ -633,6 +678,10 @@ Error run_typed(const Op& op, void* index_error, cudaStream_t stream) {
     case OpKind::Addmm:
     case OpKind::Mm:
     case OpKind::Bmm: {
+      if (op.gemv) {
+        status = run_gemv<T>(op, stream);
+        break;
+      }
       // Through the shim library, on the current stream (execute() set it).
       const AOTITorchError e =
           op.residual != nullptr ? linear_residual(op)
@@ -1929,6 +1978,201 @@ void keep_faster_conv(Op& op, cudaStream_t stream) {
   }
 }
 
+// Whether the GEMV can compute `op`: an mm, or an addmm adding a bias row once, of at most
+// kGemvMaxRows rows in float or half precision, whose weight is a constant that nothing else reads
+// (choose_gemvs lays it out anew), writing where none of its operands lie.
+bool gemv_eligible(const Op& op, const std::unordered_map<const EValue*, const void*>& constants, Uses& uses) {
+  const auto& a = op.args;
+  const bool addmm = op.plan.kind == OpKind::Addmm;
+  if (op.skipped || op.fused || !(addmm || op.plan.kind == OpKind::Mm) ||
+      (addmm && (!a[0]->is_tensor() || a[3]->scalar_as_double() != 1.0 || a[4]->scalar_as_double() != 1.0))) {
+    return false;
+  }
+  const GemvOperands o = gemv_operands(op);
+  const Tensor& x = o.x->to_tensor();
+  const Tensor& w = o.w->to_tensor();
+  const runtime::ScalarType t = op.plan.dtype;
+  if (!constants.count(o.w) || uses[o.w] != 1 || x.dim() != 2 || w.dim() != 2 || x.size(1) != w.size(0) ||
+      x.scalar_type() != t || w.scalar_type() != t || reinterpret_cast<uintptr_t>(w.const_data_ptr()) % 16 != 0 ||
+      reinterpret_cast<uintptr_t>(x.const_data_ptr()) % 16 != 0 ||
+      !gemv_supported(x.size(0), w.size(1), w.size(0), static_cast<int>(runtime::element_size(t)), GemvPrologue::None,
+                      GemvEpilogue::None) ||
+      (o.bias && o.bias->to_tensor().numel() != w.size(1)) || o.y->to_tensor().numel() != x.size(0) * w.size(1)) {
+    return false;
+  }
+  return !overlaps(o.y, o.x) && !overlaps(o.y, o.w) && !(o.bias && overlaps(o.y, o.bias));
+}
+
+// EXECUTORCH_CUDA_GEMV=always gives every eligible product to the GEMV untimed, =never keeps cuBLAS
+// for all; otherwise each is timed. Read at each init.
+enum class GemvChoice { Timed, Always, Never };
+GemvChoice gemv_choice() {
+  const char* v = std::getenv("EXECUTORCH_CUDA_GEMV");
+  if (v != nullptr && std::strcmp(v, "always") == 0) return GemvChoice::Always;
+  if (v != nullptr && std::strcmp(v, "never") == 0) return GemvChoice::Never;
+  return GemvChoice::Timed;
+}
+
+// The weight of a product the GEMV takes, turned between cuBLAS's [k, n] and the GEMV's [n, k] in
+// place (through a buffer of its size).
+Error relayout_weight(const Op& op, bool for_gemv, cudaStream_t stream) {
+  const Tensor& w = gemv_operands(op).w->to_tensor();
+  const int64_t k = w.size(0), n = w.size(1);
+  DeviceBuffer staged;
+  ET_TRY(ecuda::to_error(cudaMalloc(out(staged), w.nbytes()), "CudaBackend: GEMV weight layout"));
+  const int size = static_cast<int>(w.element_size());
+  ET_TRY(ecuda::to_error(for_gemv ? launch_gemv_weights(w.const_data_ptr(), staged.get(), k, n, size, stream)
+                                  : launch_gemv_weights(w.const_data_ptr(), staged.get(), n, k, size, stream),
+                         "CudaBackend: GEMV weight layout"));
+  ET_TRY(
+      ecuda::to_error(cudaMemcpyAsync(w.mutable_data_ptr(), staged.get(), w.nbytes(), cudaMemcpyDeviceToDevice, stream),
+                      "CudaBackend: GEMV weight layout"));
+  return ecuda::to_error(cudaStreamSynchronize(stream), "CudaBackend: GEMV weight layout");
+}
+
+// Products of a few rows (decode steps) that the built-in GEMV computes faster than cuBLAS here:
+// each eligible one runs through cuBLAS, then (its weight laid out anew) through the GEMV, and keeps
+// the faster (the weight laid out back for cuBLAS). Each way runs six times; the first run (loading
+// kernels) is not counted.
+Error choose_gemvs(std::vector<Op>& ops, runtime::Method& m,
+                   const std::unordered_map<const EValue*, const void*>& constants, cudaStream_t stream) {
+  const GemvChoice choice = gemv_choice();
+  if (choice == GemvChoice::Never) return Error::Ok;
+  Uses uses = count_uses(ops, m);
+  ecuda::StreamGuard on_stream(stream);  // cuBLAS runs through the shims, on the current stream
+  ecuda::Event start, end;
+  if (choice == GemvChoice::Timed &&
+      (cudaEventCreate(out(start)) != cudaSuccess || cudaEventCreate(out(end)) != cudaSuccess)) {
+    cudaGetLastError();
+    return Error::Ok;
+  }
+  auto best_of = [&](Op& op) {
+    float best = INFINITY;
+    for (int round = 0; round < 6; ++round) {
+      const float ms = time_op(op, stream, start.get(), end.get());
+      if (round > 0) best = std::min(best, ms);
+    }
+    return best;
+  };
+  for (Op& op : ops) {
+    if (!gemv_eligible(op, constants, uses)) continue;
+    const float cublas = choice == GemvChoice::Timed ? best_of(op) : INFINITY;
+    ET_TRY(relayout_weight(op, true, stream));
+    op.gemv = true;
+    if (choice == GemvChoice::Always || best_of(op) <= cublas) continue;
+    op.gemv = false;
+    ET_TRY(relayout_weight(op, false, stream));
+  }
+  return Error::Ok;
+}
+
+bool aligned16(const EValue* v) { return reinterpret_cast<uintptr_t>(v->to_tensor().const_data_ptr()) % 16 == 0; }
+
+// Where `v` (read by ops[i]) comes from, passing back over views of it planned in place that only
+// this chain reads (slices and selects too where `slices`): the value reached and the instruction
+// that writes it, or ops.size() where it is not found or another instruction runs in between (it
+// might write what a folded instruction reads).
+std::pair<const EValue*, size_t> source_of(const std::vector<Op>& ops, Uses& uses, size_t i, const EValue* v,
+                                           bool slices) {
+  for (size_t j = i; j-- > 0;) {
+    const Op& op = ops[j];
+    if (op.args[op.args.size() - 1] != v) {
+      if (op.skipped && !op.fused) continue;  // runs nothing here
+      break;
+    }
+    const bool view = op.skipped && !op.fused && lies_in_place(op) &&
+                      (slices || (op.plan.kind != OpKind::Slice && op.plan.kind != OpKind::Select));
+    if (!view) return {v, j};
+    if (uses[v] != 2) break;
+    v = op.args[0];
+  }
+  return {v, ops.size()};
+}
+
+// The instruction before ops[i] that computes `v` for it alone (see source_of), or ops.size().
+size_t producer_of(const std::vector<Op>& ops, Uses& uses, size_t i, const EValue* v) {
+  const auto [value, j] = source_of(ops, uses, i, v, false);
+  return j < ops.size() && uses[value] == 2 && !ops[j].skipped && !ops[j].fused ? j : ops.size();
+}
+
+// The next instruction after ops[i] that runs, or ops.size().
+size_t next_running(const std::vector<Op>& ops, size_t i) {
+  size_t j = i + 1;
+  while (j < ops.size() && ops[j].skipped && !ops[j].fused) ++j;
+  return j;
+}
+
+// Folds into a GEMV the instructions next to it that only it reads from or writes for, with nothing
+// else running in between: the RMS norm before each layer's attention and MLP products computes its
+// x, and silu(gate) * up after the MLP's joined gate|up product (one row: gate and up its halves, in
+// place) becomes its epilogue. Each saves a launch and a round trip through memory. Runs before
+// fuse_elementwise, which would join silu and mul.
+void fuse_gemv_neighbours(std::vector<Op>& ops, runtime::Method& m) {
+  Uses uses = count_uses(ops, m);
+  for (size_t i = 0; i < ops.size(); ++i) {
+    Op& op = ops[i];
+    if (!op.gemv) continue;
+    const GemvOperands o = gemv_operands(op);
+    const Tensor& x = o.x->to_tensor();
+    const int64_t rows = x.size(0), k = x.size(1), n = o.w->to_tensor().size(1);
+    const runtime::ScalarType dtype = op.plan.dtype;
+    auto fits = [&](const EValue* v, int64_t numel) {
+      return v->is_tensor() && v->to_tensor().scalar_type() == dtype && v->to_tensor().numel() == numel;
+    };
+    std::vector<const EValue*> reads = {o.x, o.w};
+    if (const size_t j = producer_of(ops, uses, i, o.x); j < ops.size()) {
+      Op& norm = ops[j];
+      const int size = static_cast<int>(runtime::element_size(dtype));
+      if (norm.plan.kind == OpKind::RmsNorm && norm.plan.ints[0] == rows && norm.plan.ints[1] == k &&
+          fits(norm.args[0], rows * k) && fits(norm.args[1], k) && !overlaps(o.y, norm.args[0]) &&
+          !overlaps(o.y, norm.args[1]) && aligned16(norm.args[0]) && aligned16(norm.args[1]) &&
+          gemv_supported(rows, n, k, size, GemvPrologue::RmsNorm, GemvEpilogue::None)) {
+        op.prologue = GemvPrologue::RmsNorm;
+        op.prologue_a = norm.args[0], op.prologue_b = norm.args[1], op.prologue_eps = norm.plan.scalars[0];
+        norm.skipped = true;
+        reads.insert(reads.end(), {norm.args[0], norm.args[1]});
+      }
+    }
+    // silu(gu[:, :half]) * gu[:, half:] of the product gu, which nothing else reads.
+    const EValue* gu = o.y;
+    const int64_t half = n / 2;
+    const size_t s = next_running(ops, i), p = s < ops.size() ? next_running(ops, s) : ops.size();
+    if (rows != 1 || op.residual || o.bias || uses[gu] != 3 || p == ops.size() ||
+        !gemv_supported(rows, n, k, static_cast<int>(runtime::element_size(dtype)), op.prologue,
+                        GemvEpilogue::SiluMul)) {
+      continue;
+    }
+    Op& silu = ops[s];
+    Op& mul = ops[p];
+    if (silu.plan.kind != OpKind::Unary || silu.plan.unary != Unary::Silu || mul.plan.kind != OpKind::Binary ||
+        mul.plan.binary != Binary::Mul || mul.args.size() != 3 || !fits(mul.args[2], half)) {
+      continue;
+    }
+    const int side = producer_of(ops, uses, p, mul.args[0]) == s   ? 0
+                     : producer_of(ops, uses, p, mul.args[1]) == s ? 1
+                                                                   : -1;
+    if (side < 0) continue;
+    const auto gate = source_of(ops, uses, s, silu.args[0], true);
+    silu.skipped = true;  // folded in below, it no longer runs between up and the mul
+    const auto up = source_of(ops, uses, p, mul.args[1 - side], true);
+    silu.skipped = false;
+    const auto* base = static_cast<const uint8_t*>(gu->to_tensor().const_data_ptr());
+    const Tensor& g = silu.args[0]->to_tensor();
+    const Tensor& u = mul.args[1 - side]->to_tensor();
+    if (gate.first != gu || up.first != gu || gate.second != i || up.second != i || !fits(silu.args[0], half) ||
+        !fits(mul.args[1 - side], half) || g.const_data_ptr() != base ||
+        u.const_data_ptr() != base + half * static_cast<int64_t>(u.element_size())) {
+      continue;
+    }
+    bool apart = true;
+    for (const EValue* v : reads) apart &= !overlaps(mul.args[2], v);
+    if (!apart) continue;
+    op.epilogue = GemvEpilogue::SiluMul;
+    op.epilogue_out = mul.args[2];
+    silu.skipped = mul.skipped = true;
+  }
+}
+
 // An AOTInductor payload: checked against this device and torch release, its library loaded and
 // its container given the method's tensors (constants already on the device). Its kernels run as
 // the container launches them: no CUDA graph (the container allocates as it runs).
@@ -2070,6 +2314,8 @@ class CudaBackend final : public runtime::BackendInterface {
     for (Op& op : d->ops) {
       if (op.plan.kind == OpKind::Conv3d) ET_TRY(prepare_conv3d(op, tf32, d->conv_workspace, d->conv_workspace_bytes));
     }
+    ET_TRY(choose_gemvs(d->ops, m, host_constants, d->own_stream.get()));
+    fuse_gemv_neighbours(d->ops, m);
     fuse_elementwise(d->ops, m);
     size_t dequantized = 0;
     for (const Op& op : d->ops) dequantized = std::max(dequantized, dequantizes(op) ? dequantized_bytes(op) : 0);

@@ -1,0 +1,56 @@
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include <cuda_runtime_api.h>
+
+namespace executorch {
+namespace backends {
+namespace cuda {
+
+// Matrix-vector products of decode steps: y [rows, n] = x [rows, k] @ w^T (+ bias [n])
+// (+ residual [rows, n]) for up to kGemvMaxRows rows, of one floating type T (float, __half or
+// __nv_bfloat16), computed in float32 and rounded once. w is [n, k]: one output feature per row
+// (launch_gemv_weights lays out a linear layer's [k, n] operand so), read in one pass: each warp
+// streams whole feature rows, with x (all rows) in shared memory.
+//
+// Folded in from the instructions around the product, which then never run:
+//   prologue RmsNorm: x = executorch::rms_norm(a, weight b, eps), rounded as that kernel rounds
+//     (a contiguous [rows, k], b [k]);
+//   epilogue SiluMul: n = 2 * m features, the first m a gate and the others its up projection; y
+//     is [rows, m] = silu(gate) * up, each result rounded to T as the separate ops round it. No
+//     bias or residual then.
+// y must not overlap x, a, b or w.
+constexpr int64_t kGemvMaxRows = 8;
+
+enum class GemvPrologue { None, RmsNorm };
+enum class GemvEpilogue { None, SiluMul };
+
+template <typename T>
+struct GemvArgs {
+  const T* x = nullptr;  // GemvPrologue::None
+  GemvPrologue prologue = GemvPrologue::None;
+  const T* a = nullptr;
+  const T* b = nullptr;
+  float eps = 0.f;
+  GemvEpilogue epilogue = GemvEpilogue::None;
+  const T* w = nullptr;         // [n, k], 16-byte aligned
+  const T* bias = nullptr;      // [n] or null
+  const T* residual = nullptr;  // [rows, n] or null; may be y itself
+  T* y = nullptr;
+  int64_t rows = 0, n = 0, k = 0;
+};
+
+// Whether launch_gemv takes a product of this shape with elements of `element_size` bytes.
+bool gemv_supported(int64_t rows, int64_t n, int64_t k, int element_size, GemvPrologue prologue, GemvEpilogue epilogue);
+
+template <typename T>
+cudaError_t launch_gemv(const GemvArgs<T>& args, cudaStream_t stream);
+
+// out [n, k] = in [k, n] transposed, elements of `element_size` bytes (2 or 4); out must not overlap in.
+cudaError_t launch_gemv_weights(const void* in, void* out, int64_t k, int64_t n, int element_size, cudaStream_t stream);
+
+}  // namespace cuda
+}  // namespace backends
+}  // namespace executorch
