@@ -68,9 +68,15 @@ def _reference(model: torch.nn.Module, prompt: list[int]) -> list[int]:
     return out[0, len(prompt):].tolist()
 
 
-@pytest.mark.parametrize("length", [11, 5])
-def test_greedy_matches_transformers(family: tuple[str, torch.nn.Module, bytes], length: int) -> None:
+# 11 and 5 tokens: prefill chunks; 1: shorter than the CPU prefill takes, through decode.
+@pytest.mark.parametrize("length", [11, 5, 1])
+def test_greedy_matches_transformers(family: tuple[str, torch.nn.Module, bytes], length: int,
+                                     request: pytest.FixtureRequest) -> None:
     name, model, pte = family
+    if (name, length) == ("phi", 1):  # strict: passing would mean the bug is gone
+        request.applymarker(pytest.mark.xfail(strict=True, reason=(
+            "known bug: Phi from this one-token prompt leaves transformers' tokens at the 25th position (token 24: "
+            "2 against 261, a 0.08 logit margin); it did so before such prompts went through decode")))
     prompt = torch.randint(0, 512, (length,), generator=torch.Generator().manual_seed(length)).tolist()
     expected = _reference(model, prompt)
     assert len(set(expected)) > 4, f"{name}: the reference repeats itself; the comparison would say little"
@@ -93,7 +99,8 @@ def test_program_state_is_the_cache_alone(family: tuple[str, torch.nn.Module, by
 
 def test_cpu_prefill_takes_a_prompt_as_it_is(family: tuple[str, torch.nn.Module, bytes]) -> None:
     """For the CPU kernels the prefill's length is a bounded dynamic shape (2 to prefill_chunk): five
-    tokens run as five, and their logits are transformers' for them (|diff| <= 1e-4 of the largest)."""
+    tokens run as five, and its logits are transformers' for the last of them (|diff| <= 1e-4 of the
+    largest), the only position a prefill needs."""
     name, model, pte = family
     prefill = next(p for p in deserialize(pte).plans if p.name == "prefill")
     assert [(s.input, s.dim, s.min, s.max) for s in prefill.symbols] == [(0, 1, 2, CHUNK)], name
@@ -102,8 +109,9 @@ def test_cpu_prefill_takes_a_prompt_as_it_is(family: tuple[str, torch.nn.Module,
     ids = torch.randint(0, 512, (1, 5), generator=torch.Generator().manual_seed(3))
     (logits,) = method.execute([ids.numpy(), np.arange(5, dtype=np.int64)])
     with torch.no_grad():
-        expected = model(ids).logits.numpy()
-    assert logits.shape == (1, 5, 512), name
+        expected = model(ids).logits[:, -1:].numpy()
+    assert deserialize(pte).metadata["llm_prefill_logits"] == "last"
+    assert logits.shape == (1, 1, 512), name
     np.testing.assert_allclose(logits, expected, rtol=0, atol=1e-4 * max(1.0, float(np.abs(expected).max())))
 
 
@@ -168,6 +176,8 @@ def test_llm_runner_matches_transformers(family: tuple[str, torch.nn.Module, byt
     assert done.returncode == 0, done.stderr
     assert [int(t) for t in done.stdout.strip().split(",")] == _reference(model, prompt), name
     assert f"prompt 11 tokens" in done.stderr and f"{NEW} tokens, decode" in done.stderr
+    one = _llm_runner(path, "--prompt", "7", "--max_new_tokens", str(NEW))  # through decode alone
+    assert [int(t) for t in one.stdout.strip().split(",")] == _reference(model, [7]), (name, one.stderr)
     sampled = [_llm_runner(path, "--prompt", "3,1,4", "--max_new_tokens", "12", "--temperature", "1.0",
                            "--top_k", "20", "--top_p", "0.9", "--seed", "7").stdout for _ in range(2)]
     assert sampled[0] == sampled[1] and len(sampled[0].split(",")) == 12

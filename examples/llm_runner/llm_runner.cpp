@@ -248,7 +248,16 @@ int main(int argc, char** argv) {
     return fail("llm_prefill_min is not a length from 1 to llm_prefill_chunk");
   }
   std::vector<float> logits;
-  for (int64_t begin = 0; begin < n;) {
+  // A prefill that returns its last position's logits only is never padded: a prompt shorter than
+  // it takes goes through decode, a token at a time.
+  const bool last_only = module.metadata("llm_prefill_logits") == "last";
+  for (int64_t p = 0; last_only && n < shortest && p < n; ++p) {
+    auto out = module.execute("decode", {rt::EValue(*make_tensor_ptr({1, 1}, std::vector<int64_t>{prompt[p]})),
+                                         rt::EValue(*make_tensor_ptr({1}, std::vector<int64_t>{p}))});
+    if (!out.ok()) return fail("decode", out.error());
+    logits = logits_row(out.get()[0].to_tensor(), 0);
+  }
+  for (int64_t begin = last_only && n < shortest ? n : 0; begin < n;) {
     const int64_t length = std::max(shortest, std::min(chunk, n - begin));  // this call's
     const int64_t first = std::min(begin, std::max<int64_t>(n - length, 0));
     const int64_t real = std::min(length, n - first);
@@ -258,7 +267,7 @@ int main(int argc, char** argv) {
     auto out = module.execute("prefill", {rt::EValue(*make_tensor_ptr({1, length}, std::move(window))),
                                           rt::EValue(*make_tensor_ptr({length}, std::move(positions)))});
     if (!out.ok()) return fail("prefill", out.error());
-    logits = logits_row(out.get()[0].to_tensor(), real - 1);
+    logits = logits_row(out.get()[0].to_tensor(), last_only ? 0 : real - 1);
     begin = first + real;
   }
   const auto prefilled = Clock::now();

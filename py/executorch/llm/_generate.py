@@ -56,6 +56,8 @@ class TextGenerator:
         self.chunk = int(meta["prefill_chunk"] or 0)
         # The shortest prefill the program takes (a dynamic one's; older programs: a whole chunk).
         self.shortest_chunk = int(program.metadata("llm_prefill_min") or self.chunk)
+        # Whether the prefill returns its last position's logits only (never padded, then).
+        self._last_only = program.metadata("llm_prefill_logits") == "last"
         self.vocab_size = int(meta["vocab_size"] or 0)
         self.batch_size = int(program.metadata("llm_batch_size") or 1)
         self._state = program.new_state()
@@ -149,9 +151,16 @@ class TextGenerator:
         prefill_chunk tokens; a dynamic prefill takes the last one as it is. A chunk shorter than the
         program takes starts early enough to be full where the prompt allows (its earlier positions
         are computed again, to the same keys and values), else it is padded, and the padding's cache
-        entries are overwritten by decode before any position attends to them."""
+        entries are overwritten by decode before any position attends to them. A prefill that returns
+        its last position only is never padded: a prompt shorter than it takes goes through decode,
+        a token at a time."""
         n = len(rows[0])
         logits: Any = None
+        if self._last_only and n < self.shortest_chunk:
+            for position in range(n):
+                column = np.array([[r[position]] for r in rows], dtype=np.int64)
+                logits = self._decode.execute([column, np.array([position], dtype=np.int64)])[0][:, -1]
+            return logits
         begin = 0
         while begin < n:
             c = max(self.shortest_chunk, min(self.chunk, n - begin))  # this call's length
@@ -163,7 +172,7 @@ class TextGenerator:
             if self._device is not None:
                 torch = sys.modules["torch"]
                 inputs = [torch.from_numpy(x).to(self._device) for x in inputs]
-            logits = self._prefill.execute(inputs)[0][:, real - 1]
+            logits = self._prefill.execute(inputs)[0][:, -1 if self._last_only else real - 1]
             begin = start + real
         return logits
 
