@@ -2014,12 +2014,16 @@ GemvChoice gemv_choice() {
 }
 
 // The weight of a product the GEMV takes, turned between cuBLAS's [k, n] and the GEMV's [n, k] in
-// place (through a buffer of its size).
+// place (through a buffer of its size). MemoryAllocationFailed, with the weight as it was, where
+// the device has no room for that buffer.
 Error relayout_weight(const Op& op, bool for_gemv, cudaStream_t stream) {
   const Tensor& w = gemv_operands(op).w->to_tensor();
   const int64_t k = w.size(0), n = w.size(1);
   DeviceBuffer staged;
-  ET_TRY(ecuda::to_error(cudaMalloc(out(staged), w.nbytes()), "CudaBackend: GEMV weight layout"));
+  if (cudaMalloc(out(staged), w.nbytes()) != cudaSuccess) {
+    cudaGetLastError();
+    return Error::MemoryAllocationFailed;
+  }
   const int size = static_cast<int>(w.element_size());
   ET_TRY(ecuda::to_error(for_gemv ? launch_gemv_weights(w.const_data_ptr(), staged.get(), k, n, size, stream)
                                   : launch_gemv_weights(w.const_data_ptr(), staged.get(), n, k, size, stream),
@@ -2057,11 +2061,16 @@ Error choose_gemvs(std::vector<Op>& ops, runtime::Method& m,
   for (Op& op : ops) {
     if (!gemv_eligible(op, constants, uses)) continue;
     const float cublas = choice == GemvChoice::Timed ? best_of(op) : INFINITY;
-    ET_TRY(relayout_weight(op, true, stream));
+    if (const Error e = relayout_weight(op, true, stream); e != Error::Ok) {
+      if (e == Error::MemoryAllocationFailed) continue;  // cuBLAS keeps it
+      return e;
+    }
     op.gemv = true;
     if (choice == GemvChoice::Always || best_of(op) <= cublas) continue;
+    const Error back = relayout_weight(op, false, stream);
+    if (back == Error::MemoryAllocationFailed) continue;  // laid out for the GEMV, which keeps it
+    ET_TRY(back);
     op.gemv = false;
-    ET_TRY(relayout_weight(op, false, stream));
   }
   return Error::Ok;
 }
