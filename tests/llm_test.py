@@ -68,17 +68,28 @@ def _reference(model: torch.nn.Module, prompt: list[int]) -> list[int]:
     return out[0, len(prompt):].tolist()
 
 
+def _reference_by_forward(model: torch.nn.Module, prompt: list[int]) -> list[int]:
+    """Greedy tokens from transformers' forward over the whole sequence at each step (no cache)."""
+    tokens = list(prompt)
+    with torch.no_grad():
+        for _ in range(NEW):
+            tokens.append(int(model(torch.tensor([tokens])).logits[0, -1].argmax()))
+    return tokens[len(prompt):]
+
+
 # 11 and 5 tokens: prefill chunks; 1: shorter than the CPU prefill takes, through decode.
 @pytest.mark.parametrize("length", [11, 5, 1])
-def test_greedy_matches_transformers(family: tuple[str, torch.nn.Module, bytes], length: int,
-                                     request: pytest.FixtureRequest) -> None:
+def test_greedy_matches_transformers(family: tuple[str, torch.nn.Module, bytes], length: int) -> None:
     name, model, pte = family
-    if (name, length) == ("phi", 1):  # strict: passing would mean the bug is gone
-        request.applymarker(pytest.mark.xfail(strict=True, reason=(
-            "known bug: Phi from this one-token prompt leaves transformers' tokens at the 25th position (token 24: "
-            "2 against 261, a 0.08 logit margin); it did so before such prompts went through decode")))
     prompt = torch.randint(0, 512, (length,), generator=torch.Generator().manual_seed(length)).tolist()
     expected = _reference(model, prompt)
+    if (name, length) == ("phi", 1):
+        # Here transformers' generate (one token at a time, its dynamic cache) leaves the argmax of its
+        # own forward over the whole sequence at the 25th position (261, not 2); the program's logits
+        # are that forward's (within 1e-5), so its tokens are compared with the forward's.
+        forward = _reference_by_forward(model, prompt)
+        assert forward != expected and forward[:24] == expected[:24], "transformers now agrees with itself"
+        expected = forward
     assert len(set(expected)) > 4, f"{name}: the reference repeats itself; the comparison would say little"
     streamed: list[int] = []
     result = TextGenerator(Runtime.get().load_program(pte)).generate(prompt, NEW, callback=streamed.append)
