@@ -25,6 +25,11 @@ int features_per_warp(int64_t n, GemvEpilogue epilogue) {
   return epilogue == GemvEpilogue::SiluMul || n >= kWide ? 2 : 1;
 }
 
+// The warps' feature groups: gate/up pairs (SiluMul), else runs of `features`.
+__host__ __device__ inline int64_t feature_groups(int64_t n, int features, GemvEpilogue epilogue) {
+  return epilogue == GemvEpilogue::SiluMul ? n / 2 : (n + features - 1) / features;
+}
+
 // Warp w of block b takes kFeatures features: f consecutive ones from (b * kWarps + w) * kFeatures, or
 // (SiluMul) gate g = b * kWarps + w and up g + n / 2. A lane reads every 32nd 16-byte chunk of each
 // feature's row, kBatch at a time; its first batch is requested before waiting for the kernel that
@@ -42,8 +47,7 @@ __global__ void __launch_bounds__(kWarps * 32) gemv_kernel(GemvArgs<T> p) {
   const int64_t n = p.n, k = p.k, chunks = k / kVec;
   const bool paired = p.epilogue == GemvEpilogue::SiluMul;
   const int64_t group = static_cast<int64_t>(blockIdx.x) * kWarps + warp;
-  const int64_t groups = paired ? n / 2 : (n + kFeatures - 1) / kFeatures;
-  const bool live = group < groups;
+  const bool live = group < feature_groups(n, kFeatures, p.epilogue);
   int64_t feature[kFeatures];
 #pragma unroll
   for (int f = 0; f < kFeatures; ++f) {
@@ -149,9 +153,7 @@ cudaError_t launch_shape(const GemvArgs<T>& p, cudaStream_t stream) {
         gemv_kernel<T, kRows, kFeatures>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kMaxShared));
     if (raised != cudaSuccess) return raised;
   }
-  const int64_t groups =
-      kFeatures == 2 && p.epilogue == GemvEpilogue::SiluMul ? p.n / 2 : (p.n + kFeatures - 1) / kFeatures;
-  const dim3 grid(static_cast<unsigned>((groups + kWarps - 1) / kWarps));
+  const dim3 grid(static_cast<unsigned>((feature_groups(p.n, kFeatures, p.epilogue) + kWarps - 1) / kWarps));
   return launch_dependent(gemv_kernel<T, kRows, kFeatures>, grid, dim3(kWarps * 32), shared, stream, p);
 }
 
@@ -159,19 +161,6 @@ template <typename T, int kRows>
 cudaError_t launch_rows(const GemvArgs<T>& p, cudaStream_t stream) {
   return features_per_warp(p.n, p.epilogue) == 2 ? launch_shape<T, kRows, 2>(p, stream)
                                                  : launch_shape<T, kRows, 1>(p, stream);
-}
-
-template <typename T>
-__global__ void transpose_kernel(const T* __restrict__ in, T* __restrict__ out, int64_t k, int64_t n) {
-  __shared__ T tile[32][33];
-  const int64_t j0 = static_cast<int64_t>(blockIdx.y) * 32, c0 = static_cast<int64_t>(blockIdx.x) * 32;
-  for (int i = threadIdx.y; i < 32; i += blockDim.y) {
-    if (j0 + i < k && c0 + threadIdx.x < n) tile[i][threadIdx.x] = in[(j0 + i) * n + c0 + threadIdx.x];
-  }
-  __syncthreads();
-  for (int i = threadIdx.y; i < 32; i += blockDim.y) {
-    if (c0 + i < n && j0 + threadIdx.x < k) out[(c0 + i) * k + j0 + threadIdx.x] = tile[threadIdx.x][i];
-  }
 }
 
 }  // namespace
@@ -182,8 +171,8 @@ bool gemv_supported(int64_t rows, int64_t n, int64_t k, int element_size, GemvPr
       k % (16 / element_size) != 0 || (epilogue == GemvEpilogue::SiluMul && n % 2 != 0)) {
     return false;
   }
-  const int64_t groups = epilogue == GemvEpilogue::SiluMul ? n / 2 : n;
-  return shared_bytes(rows, k, element_size, prologue) <= kMaxShared && (groups + kWarps - 1) / kWarps <= INT32_MAX;
+  return shared_bytes(rows, k, element_size, prologue) <= kMaxShared &&
+         (feature_groups(n, 1, epilogue) + kWarps - 1) / kWarps <= INT32_MAX;
 }
 
 template <typename T>
@@ -200,20 +189,6 @@ cudaError_t launch_gemv(const GemvArgs<T>& p, cudaStream_t stream) {
   if (p.rows == 2) return launch_rows<T, 2>(p, stream);
   if (p.rows <= 4) return launch_rows<T, 4>(p, stream);
   return launch_rows<T, 8>(p, stream);
-}
-
-cudaError_t launch_gemv_weights(const void* in, void* out, int64_t k, int64_t n, int element_size,
-                                cudaStream_t stream) {
-  if (k * n == 0) return cudaSuccess;
-  if ((k + 31) / 32 > 65535 || (element_size != 2 && element_size != 4)) return cudaErrorInvalidValue;
-  const dim3 blocks(static_cast<unsigned>((n + 31) / 32), static_cast<unsigned>((k + 31) / 32)), threads(32, 8);
-  if (element_size == 4) {
-    transpose_kernel<<<blocks, threads, 0, stream>>>(static_cast<const float*>(in), static_cast<float*>(out), k, n);
-  } else {
-    transpose_kernel<<<blocks, threads, 0, stream>>>(static_cast<const uint16_t*>(in), static_cast<uint16_t*>(out), k,
-                                                     n);
-  }
-  return cudaGetLastError();
 }
 
 template cudaError_t launch_gemv<float>(const GemvArgs<float>&, cudaStream_t);

@@ -12,7 +12,7 @@ namespace cuda {
 // Matrix-vector products of decode steps: y [rows, n] = x [rows, k] @ w^T (+ bias [n])
 // (+ residual [rows, n]) for up to kGemvMaxRows rows, of one floating type T (float, __half or
 // __nv_bfloat16), computed in float32 and rounded once. w is [n, k]: one output feature per row
-// (launch_gemv_weights lays out a linear layer's [k, n] operand so), read in one pass: each warp
+// (a linear layer's [k, n] operand transposed), read in one pass: each warp
 // streams whole feature rows, with x (all rows) in shared memory.
 //
 // Folded in from the instructions around the product, which then never run:
@@ -47,9 +47,6 @@ bool gemv_supported(int64_t rows, int64_t n, int64_t k, int element_size, GemvPr
 
 template <typename T>
 cudaError_t launch_gemv(const GemvArgs<T>& args, cudaStream_t stream);
-
-// out [n, k] = in [k, n] transposed, elements of `element_size` bytes (2 or 4); out must not overlap in.
-cudaError_t launch_gemv_weights(const void* in, void* out, int64_t k, int64_t n, int element_size, cudaStream_t stream);
 
 }  // namespace cuda
 }  // namespace backends

@@ -2024,9 +2024,10 @@ Error relayout_weight(const Op& op, bool for_gemv, cudaStream_t stream) {
     cudaGetLastError();
     return Error::MemoryAllocationFailed;
   }
-  const int size = static_cast<int>(w.element_size());
-  ET_TRY(ecuda::to_error(for_gemv ? launch_gemv_weights(w.const_data_ptr(), staged.get(), k, n, size, stream)
-                                  : launch_gemv_weights(w.const_data_ptr(), staged.get(), n, k, size, stream),
+  // The transpose of [k, n] (for the GEMV) or of [n, k] (back), as a strided read.
+  const int64_t sizes[2] = {for_gemv ? n : k, for_gemv ? k : n}, strides[2] = {1, sizes[0]};
+  ET_TRY(ecuda::to_error(launch_strided_copy(w.const_data_ptr(), staged.get(), 2, sizes, strides, w.numel(),
+                                             static_cast<int>(w.element_size()), stream),
                          "CudaBackend: GEMV weight layout"));
   ET_TRY(
       ecuda::to_error(cudaMemcpyAsync(w.mutable_data_ptr(), staged.get(), w.nbytes(), cudaMemcpyDeviceToDevice, stream),
