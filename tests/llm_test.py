@@ -528,6 +528,32 @@ def test_cuda_greedy_matches_transformers(name: str) -> None:
     assert error < 5e-2, f"{name}: bfloat16 logits {error:.2e} of the largest apart"
 
 
+@needs_gpu
+@pytest.mark.parametrize("name", ["llama", "gemma"])
+def test_cuda_decode_attention_does_the_step_over_a_long_cache(name: str) -> None:
+    """With a cache long enough for split-key attention (512 positions), a decode step's rotary
+    embedding of q and its puts of the new key and value rows into the caches run in the attention
+    kernel, one per layer, with no rope or index_put kernel: greedy tokens from a 150-token prompt
+    (decoding past the first split) equal transformers', and a position outside the cache is an error."""
+    from torch.profiler import ProfilerActivity, profile
+
+    model = _model(name)
+    prompt = torch.randint(0, 512, (150,), generator=torch.Generator().manual_seed(5)).tolist()
+    gen = TextGenerator(Runtime.get().load_program(export_llm(model, max_seq_len=512, prefill_chunk=32, backend="cuda")))
+    assert gen.generate(prompt, NEW).tokens == _reference(model, prompt)
+    token = torch.full((1, 1), 5, dtype=torch.int64, device="cuda")
+    position = torch.tensor([300], dtype=torch.int64, device="cuda")
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        gen._decode._execute_device_tensors([token, position])
+        torch.cuda.synchronize()
+    names = [e.name for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
+    assert sum("attention_split_kernel" in n for n in names) == 2, names  # two layers
+    assert not [n for n in names if "rope" in n.lower() or "index_put" in n], names
+    position.fill_(512)
+    with pytest.raises(ExecutorchError, match="index is out of range"):
+        gen._decode._execute_device_tensors([token, position])
+
+
 @pytest.mark.parametrize("quantize", ["int4", "int8_weight_only"])
 def test_weight_only_export_llm_for_cuda_is_one_call_per_method(quantize: str) -> None:
     """bfloat16 activations, weight-only layers: prefill and decode stay one CudaBackend call each,

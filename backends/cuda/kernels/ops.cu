@@ -579,6 +579,20 @@ int attention_splits(const AttentionShape& s) {
   return static_cast<int>(std::max<int64_t>(splits, 2));
 }
 
+// One element of executorch::rope: x * cos + partner * sin, each product and the sum rounded to T
+// as torch computes the pattern (partner: -x[d + half] in the first half, x[d - half] in the second).
+template <typename T>
+__device__ __forceinline__ T rotated(float x, float partner, float cos, float sin) {
+  return st<T>(ld(st<T>(x * cos)) + ld(st<T>(partner * sin)));
+}
+
+// Element e of the rotary embedding of the contiguous row x of `dim` elements.
+template <typename T>
+__device__ float rotated_row(const T* x, const T* cos, const T* sin, int e, int dim) {
+  const int half = dim / 2;
+  return ld(rotated<T>(ld(x[e]), e < half ? -ld(x[e + half]) : ld(x[e - half]), ld(cos[e]), ld(sin[e])));
+}
+
 // The dot product of the (scaled, float) query `qs` with key row `kj`: 16-byte loads where `vector`,
 // eight issued before any is used (the row's loads in flight together, not one latency each).
 template <typename T>
@@ -643,13 +657,19 @@ __device__ void combine_partials(const float* part, float* weights, T* __restric
 
 // `done` counts, per query row, the splits that have written their partial; the block that brings
 // it to `splits` merges them (one launch, not a second kernel's) and sets it back to 0 for the next.
+// With a step (step.cos set; one query row), q is rotated as it is read and key/value position p
+// is the step's new row, read from shared memory; the block whose keys hold it, of the first query
+// head of its key/value head, writes the row into the caches (no block reads it there).
 template <typename T>
 __global__ void attention_split_kernel(const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__ v,
                                        const void* __restrict__ mask, float* __restrict__ partials,
-                                       unsigned* __restrict__ done, T* __restrict__ out, AttentionShape s, int splits) {
+                                       unsigned* __restrict__ done, T* __restrict__ out, AttentionShape s, int splits,
+                                       AttentionStep<T> step, T* k_cache, T* v_cache) {
   allow_dependents();
+  wait_for_prerequisites();  // everything it reads is an earlier kernel's output
   __shared__ float qs[kMaxAttentionHeadDim];
   __shared__ float merged[kSplitWarps][kMaxAttentionHeadDim + 2];  // per warp: m, l, weighted values
+  __shared__ float fresh[2][kMaxAttentionHeadDim];                 // a step's new key and value rows
   const int e_dim = static_cast<int>(s.head_dim), v_dim = static_cast<int>(s.value_dim);
   const int64_t bh = blockIdx.x, b = bh / s.q_heads, h = bh % s.q_heads;
   const int64_t hk = h / (s.q_heads / s.kv_heads), i = blockIdx.y;
@@ -660,6 +680,32 @@ __global__ void attention_split_kernel(const T* __restrict__ q, const T* __restr
   const T* qrow = q + b * s.q_strides[0] + h * s.q_strides[1] + i * s.q_strides[2];
   const T* kb = k + b * s.k_strides[0] + hk * s.k_strides[1];
   const T* vb = v + b * s.v_strides[0] + hk * s.v_strides[1];
+  int64_t fresh_at = -1;  // the step's position (none: -1, which no key has)
+  if (step.cos != nullptr) {
+    fresh_at = step.position_int32 ? static_cast<const int32_t*>(step.position)[0]
+                                   : static_cast<const int64_t*>(step.position)[0];
+    if (fresh_at < 0) fresh_at += s.kv_len;
+    if (fresh_at < 0 || fresh_at >= s.kv_len) {
+      if (threadIdx.x == 0 && bh == 0 && blockIdx.z == 0) *step.bad = 1;
+      fresh_at = -1;
+    }
+    const T* krow = step.k + b * step.k_strides[0] + hk * step.k_strides[1];
+    const T* vrow = step.v + b * step.v_strides[0] + hk * step.v_strides[1];
+    for (int e = threadIdx.x; e < e_dim; e += blockDim.x) {
+      qs[e] = rotated_row(qrow, step.cos, step.sin, e, e_dim) * s.scale;
+      fresh[0][e] = rotated_row(krow, step.cos, step.sin, e, e_dim);
+    }
+    for (int e = threadIdx.x; e < v_dim; e += blockDim.x) fresh[1][e] = ld(vrow[e]);
+    __syncthreads();
+    if (fresh_at >= 0 && fresh_at / chunk == blockIdx.z && h % (s.q_heads / s.kv_heads) == 0) {
+      for (int e = threadIdx.x; e < e_dim; e += blockDim.x) {
+        k_cache[b * s.k_strides[0] + hk * s.k_strides[1] + fresh_at * s.k_strides[2] + e] = st<T>(fresh[0][e]);
+      }
+      for (int e = threadIdx.x; e < v_dim; e += blockDim.x) {
+        v_cache[b * s.v_strides[0] + hk * s.v_strides[1] + fresh_at * s.v_strides[2] + e] = st<T>(fresh[1][e]);
+      }
+    }
+  }
   const int64_t mask_row = b * s.mask_strides[0] + h * s.mask_strides[1] + i * s.mask_strides[2];
   constexpr int kVec = 16 / sizeof(T);
   const bool vector = reinterpret_cast<uintptr_t>(kb) % 16 == 0 && s.k_strides[2] % kVec == 0 && e_dim % kVec == 0;
@@ -670,16 +716,39 @@ __global__ void attention_split_kernel(const T* __restrict__ q, const T* __restr
   const bool v_vector = reinterpret_cast<uintptr_t>(vb) % 16 == 0 && s.v_strides[2] % kVec == 0 && v_dim % kVec == 0 &&
                         per_row > 0 && per_row <= 32 && (per_row & (per_row - 1)) == 0;
   const int col = lane % max(per_row, 1), group = lane / max(per_row, 1), groups = 32 / max(per_row, 1);
-  for (int e = threadIdx.x; e < e_dim; e += blockDim.x) qs[e] = ld(qrow[e]) * s.scale;
+  if (step.cos == nullptr) {
+    for (int e = threadIdx.x; e < e_dim; e += blockDim.x) qs[e] = ld(qrow[e]) * s.scale;
+  }
   __syncthreads();
   constexpr int kAcc = kAttentionSlots > kVec ? kAttentionSlots : kVec;
   float m = -INFINITY, l = 0.f, acc[kAcc] = {};
+  // A lane's value vectors of 32 keys are requested with the keys (once the mask has said which
+  // rows count) where they fit in registers, rather than after the softmax has weighed them.
+  constexpr int kAhead = 16;
+  const bool ahead = v_vector && per_row <= kAhead;
   for (int64_t j0 = begin + warp * 32; j0 < end; j0 += kSplitWarps * 32) {
     const int64_t j = j0 + lane;
+    const float bias = j < end ? masked<T>(0.f, mask, s.mask, mask_row + j * s.mask_strides[3]) : -INFINITY;
+    const unsigned attended = __ballot_sync(0xffffffffu, bias != -INFINITY);
+    if (attended == 0) continue;  // the same for the whole warp: the running softmax stays as it is
+    uint4 values[kAhead];
+    if (ahead) {
+#pragma unroll
+      for (int t = 0; t < kAhead; ++t) {
+        const int r = group + t * groups;
+        if (t < per_row && (attended >> r & 1u) && j0 + r != fresh_at) {
+          values[t] = *reinterpret_cast<const uint4*>(vb + (j0 + r) * s.v_strides[2] + col * kVec);
+        }
+      }
+    }
     float score = -INFINITY;
-    if (j < end) {
-      const float bias = masked<T>(0.f, mask, s.mask, mask_row + j * s.mask_strides[3]);
-      if (bias != -INFINITY) score = key_dot(qs, kb + j * s.k_strides[2], e_dim, vector) + bias;
+    if (bias != -INFINITY) {
+      if (j == fresh_at) {
+        score = bias;
+        for (int e = 0; e < e_dim; ++e) score += qs[e] * fresh[0][e];
+      } else {
+        score = key_dot(qs, kb + j * s.k_strides[2], e_dim, vector) + bias;
+      }
     }
     const float next = fmaxf(m, warp_max(score));
     if (next == -INFINITY) continue;    // nothing attended yet (the same for the whole warp)
@@ -689,12 +758,30 @@ __global__ void attention_split_kernel(const T* __restrict__ q, const T* __restr
 #pragma unroll
     for (int t = 0; t < kAcc; ++t) acc[t] *= keep;
     const int n = static_cast<int>(min(static_cast<int64_t>(32), end - j0));
-    if (v_vector) {
+    if (ahead) {
+#pragma unroll
+      for (int t = 0; t < kAhead; ++t) {
+        const int r = group + t * groups;
+        const float pj = t < per_row ? __shfl_sync(0xffffffffu, p, r) : 0.f;
+        if (pj == 0.f) continue;
+        if (j0 + r == fresh_at) {
+#pragma unroll
+          for (int u = 0; u < kVec; ++u) acc[u] += pj * fresh[1][col * kVec + u];
+        } else {
+          const T* x = reinterpret_cast<const T*>(&values[t]);
+#pragma unroll
+          for (int u = 0; u < kVec; ++u) acc[u] += pj * ld(x[u]);
+        }
+      }
+    } else if (v_vector) {
 #pragma unroll 8
       for (int t = 0; t < per_row; ++t) {
         const int r = group + t * groups;
         const float pj = __shfl_sync(0xffffffffu, p, r);
-        if (r < n && pj != 0.f) {
+        if (r < n && pj != 0.f && j0 + r == fresh_at) {
+#pragma unroll
+          for (int u = 0; u < kVec; ++u) acc[u] += pj * fresh[1][col * kVec + u];
+        } else if (r < n && pj != 0.f) {
           const uint4 bits = *reinterpret_cast<const uint4*>(vb + (j0 + r) * s.v_strides[2] + col * kVec);
           const T* x = reinterpret_cast<const T*>(&bits);
 #pragma unroll
@@ -707,10 +794,11 @@ __global__ void attention_split_kernel(const T* __restrict__ q, const T* __restr
         const float pj = __shfl_sync(0xffffffffu, p, jj);
         if (pj == 0.f) continue;  // masked: the same for the whole warp
         const T* vj = vb + (j0 + jj) * s.v_strides[2];
+        const bool new_row = j0 + jj == fresh_at;
 #pragma unroll
         for (int t = 0; t < kAttentionSlots; ++t) {
           const int e = lane + 32 * t;
-          if (e < v_dim) acc[t] += pj * ld(vj[e]);
+          if (e < v_dim) acc[t] += pj * (new_row ? fresh[1][e] : ld(vj[e]));
         }
       }
     }
@@ -1040,8 +1128,7 @@ struct RopeBody {
   __device__ T load(const Index* off) const {
     const int64_t d = static_cast<int64_t>(off[3]);
     const float partner = d < half ? -ld(x[off[0] + half * step]) : ld(x[off[0] - half * step]);
-    // Each product and the sum rounded to T, as torch computes the pattern.
-    return st<T>(ld(st<T>(ld(x[off[0]]) * ld(cos[off[1]]))) + ld(st<T>(partner * ld(sin[off[2]]))));
+    return rotated<T>(ld(x[off[0]]), partner, ld(cos[off[1]]), ld(sin[off[2]]));
   }
 };
 
@@ -1866,6 +1953,12 @@ void contiguous_attention_strides(AttentionShape* s) {
     s->q_strides[d] = q[d], s->k_strides[d] = k[d], s->v_strides[d] = v[d], s->out_strides[d] = o[d];
 }
 
+bool attention_takes_step(const AttentionShape& s) {
+  return s.q_len == 1 && s.head_dim % 2 == 0 && s.head_dim <= kMaxAttentionHeadDim &&
+         s.value_dim <= kMaxAttentionHeadDim && s.kv_heads > 0 && s.q_heads % s.kv_heads == 0 &&
+         attention_splits(s) > 1;
+}
+
 int64_t attention_partial_floats(const AttentionShape& s) {
   const int splits = attention_splits(s);
   // The partials, then a counter per query row (attention_split_kernel's `done`).
@@ -1874,7 +1967,8 @@ int64_t attention_partial_floats(const AttentionShape& s) {
 
 template <typename T>
 cudaError_t launch_attention(const T* q, const T* k, const T* v, const void* mask, T* out, const AttentionShape& s,
-                             float* partials, cudaStream_t stream) {
+                             float* partials, cudaStream_t stream, const AttentionStep<T>* step) {
+  if (step != nullptr && (!attention_takes_step(s) || step->cos == nullptr)) return cudaErrorInvalidValue;
   const int64_t heads = s.batch * s.q_heads;
   if (heads == 0 || s.q_len == 0 || s.value_dim == 0) return cudaSuccess;
   if (s.head_dim > kMaxAttentionHeadDim || s.value_dim > kMaxAttentionHeadDim || s.q_len > kMaxAttentionQueries ||
@@ -1885,8 +1979,10 @@ cudaError_t launch_attention(const T* q, const T* k, const T* v, const void* mas
     if (partials == nullptr) return cudaErrorInvalidValue;
     const dim3 grid(static_cast<unsigned>(heads), static_cast<unsigned>(s.q_len), static_cast<unsigned>(splits));
     unsigned* done = reinterpret_cast<unsigned*>(partials + heads * s.q_len * splits * (s.value_dim + 2));
-    attention_split_kernel<<<grid, kSplitWarps * 32, 0, stream>>>(q, k, v, mask, partials, done, out, s, splits);
-    return cudaGetLastError();
+    // The caches a step writes are k and v, read elsewhere in the launch (never at its row).
+    return launch_dependent(attention_split_kernel<T>, grid, dim3(kSplitWarps * 32), 0, stream, q, k, v, mask, partials,
+                            done, out, s, splits, step ? *step : AttentionStep<T>{}, const_cast<T*>(k),
+                            const_cast<T*>(v));
   }
   cudaError_t launched = cudaSuccess;
   if (launch_tensor_core_attention(q, k, v, mask, out, s, stream, &launched)) return launched;
@@ -2054,7 +2150,7 @@ cudaError_t launch_row_reduce(const T* x, T* y, int64_t rows, int64_t cols, bool
                                            cudaStream_t);                                                             \
   template cudaError_t launch_softmax<T>(const T*, T*, int64_t, int64_t, bool, cudaStream_t);                         \
   template cudaError_t launch_attention<T>(const T*, const T*, const T*, const void*, T*, const AttentionShape&,      \
-                                           float*, cudaStream_t);                                                     \
+                                           float*, cudaStream_t, const AttentionStep<T>*);                            \
   template cudaError_t launch_layer_norm<T>(const T*, const T*, const T*, float, T*, T*, T*, int64_t, int64_t,        \
                                             cudaStream_t);                                                            \
   template cudaError_t launch_rope<T>(const T*, const T*, const T*, T*, int64_t, const Broadcast&, cudaStream_t);     \

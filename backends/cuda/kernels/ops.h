@@ -158,9 +158,28 @@ struct AttentionShape {
 void contiguous_attention_strides(AttentionShape* s);
 // `partials`: attention_partial_floats(s) floats of device memory where that is above 0, else null;
 // zeroed once before the first launch (each launch leaves the counters at its end at zero again).
+// A decode step's work before its attention, done by the attention kernel (one query position): q,
+// given before its rotary embedding, is rotated (executorch::rope with cos and sin) as it is read,
+// and the step's new key (rotated likewise) and value rows go into the caches k and v at
+// `position`, as the index_puts before attention would have put them: a position outside [0,
+// kv_len) writes nothing and sets *bad. Each block reads the new rows where the caches would hold
+// them, so none reads a cache row while it is written.
+template <typename T>
+struct AttentionStep {
+  const T* k;  // [batch, kv_heads, 1, head_dim] at k_strides (batch, head): before its rotation
+  const T* v;  // [batch, kv_heads, 1, value_dim] at v_strides
+  int64_t k_strides[2], v_strides[2];
+  const T* cos;  // head_dim elements each: the position's
+  const T* sin;
+  const void* position;  // one int64 (int32 where position_int32)
+  bool position_int32;
+  int* bad;
+};
+// Whether launch_attention takes an AttentionStep for shape s.
+bool attention_takes_step(const AttentionShape& s);
 template <typename T>
 cudaError_t launch_attention(const T* q, const T* k, const T* v, const void* mask, T* out, const AttentionShape& s,
-                             float* partials, cudaStream_t stream);
+                             float* partials, cudaStream_t stream, const AttentionStep<T>* step = nullptr);
 // Few query rows over many keys (a decoder's step over its cache) would leave most of the GPU idle
 // with one block per head: the keys are then split, each block's partial softmax (its maximum, sum
 // and weighted values) kept in float32 scratch of this many floats, and a second pass combines

@@ -80,6 +80,12 @@ struct Op {
   int64_t attention_out_strides[3] = {};
   // ... and the float32 scratch of its split-key pass (attention_partial_floats), where it splits.
   DeviceBuffer attention_partials;
+  // ... and a decode step's work before it, which it does (fuse_attention_steps): q before its rope,
+  // the rope's cos and sin, the new key row before its rope, the new value row and their position.
+  struct Step {
+    EValue *q, *cos, *sin, *k, *v, *position;
+  };
+  std::unique_ptr<Step> step;
   // The elementwise ops from this one on that run as one pass (fuse_elementwise); the others are
   // skipped.
   struct Fused {
@@ -1061,8 +1067,25 @@ Error run_typed(const Op& op, void* index_error, cudaStream_t stream) {
         std::copy(op.attention_strides[i], op.attention_strides[i] + 3, strides[i]);
       }
       const void* mask = a[3]->is_tensor() ? a[3]->to_tensor().const_data_ptr() : nullptr;
-      status = launch_attention(in[0], in[1], in[2], mask, out, shape, static_cast<float*>(op.attention_partials.get()),
-                                stream);
+      float* partials = static_cast<float*>(op.attention_partials.get());
+      if (op.step) {  // q is the rope's input; the new rows come from the step's tensors
+        const Op::Step& st = *op.step;
+        const Tensor &q = st.q->to_tensor(), &k = st.k->to_tensor(), &v = st.v->to_tensor();
+        const Tensor& position = st.position->to_tensor();
+        std::copy(q.strides(), q.strides() + 3, shape.q_strides);
+        const AttentionStep<T> step{ptr<T>(st.k),
+                                    ptr<T>(st.v),
+                                    {k.strides()[0], k.strides()[1]},
+                                    {v.strides()[0], v.strides()[1]},
+                                    ptr<T>(st.cos),
+                                    ptr<T>(st.sin),
+                                    position.const_data_ptr(),
+                                    position.scalar_type() == runtime::ScalarType::Int,
+                                    static_cast<int*>(index_error)};
+        status = launch_attention(ptr<T>(st.q), in[1], in[2], mask, out, shape, partials, stream, &step);
+        break;
+      }
+      status = launch_attention(in[0], in[1], in[2], mask, out, shape, partials, stream);
       break;
     }
     case OpKind::Embedding: {
@@ -1457,6 +1480,86 @@ void fuse_rope_puts(std::vector<Op>& ops, runtime::Method& m) {
     rope.put = put.args;
     std::swap(ops[i], ops[j]);
     ops[i].skipped = true;  // the index_put, which the rope now at its place does
+  }
+}
+
+// Whether `v` is one row per (batch, head) of a decode step: [batch, heads, 1, dim], its rows contiguous.
+bool step_rows(const EValue* v, int64_t batch, int64_t heads, int64_t dim, runtime::ScalarType type) {
+  if (!v->is_tensor()) return false;
+  const Tensor& t = v->to_tensor();
+  return t.scalar_type() == type && t.dim() == 4 && t.size(0) == batch && t.size(1) == heads && t.size(2) == 1 &&
+         t.size(3) == dim && (dim == 1 || t.strides()[3] == 1);
+}
+
+// The index tensor of an index_put into a decode step's cache [batch, heads, positions, dim] in place:
+// one position, indexing the third dimension; null for any other put.
+const EValue* step_position(Span<EValue* const> put) {
+  const Tensor &self = put[0]->to_tensor(), &out = put[4]->to_tensor();
+  if (self.dim() != 4 || self.const_data_ptr() != out.const_data_ptr() || !put[3]->is_bool() || put[3]->to_bool()) {
+    return nullptr;
+  }
+  Indexing ix;
+  const auto items = put[1]->to_tensor_list();
+  if (indexing(items, 4, "index_put", &ix) != Error::Ok || ix.lead != 2 || ix.count != 1) return nullptr;
+  const EValue* position = items[2];
+  return position->to_tensor().numel() == 1 ? position : nullptr;
+}
+
+// A decode step's rope of q, and the puts of its new key (a rope_put: fuse_rope_puts) and value rows
+// into the static caches attention reads, run in the attention kernel (launch_attention's
+// AttentionStep): three launches fewer per layer. Between the first of them and attention, only
+// skipped ops may lie; the rotated q is read by attention alone.
+void fuse_attention_steps(std::vector<Op>& ops, runtime::Method& m) {
+  Uses uses = count_uses(ops, m);
+  std::unordered_map<const EValue*, size_t> writer;  // what each running op writes
+  for (size_t j = 0; j < ops.size(); ++j) {
+    if (ops[j].skipped) continue;
+    writer[ops[j].put.empty() ? ops[j].args[ops[j].args.size() - 1] : ops[j].put[4]] = j;
+    if (ops[j].result != nullptr) writer[ops[j].result] = j;
+  }
+  for (size_t i = 0; i < ops.size(); ++i) {
+    Op& att = ops[i];
+    if (att.plan.kind != OpKind::Attention || att.skipped || att.step || att.attention_src[0] || att.attention_src[1] ||
+        att.attention_src[2]) {
+      continue;
+    }
+    const AttentionShape shape = attention_shape(att);
+    if (!attention_takes_step(shape)) continue;
+    auto written_by = [&](const EValue* v) {
+      const auto w = writer.find(v);
+      return w == writer.end() || w->second >= i ? ops.size() : w->second;
+    };
+    const size_t qi = written_by(att.args[0]), ki = written_by(att.args[1]), vi = written_by(att.args[2]);
+    if (qi == ops.size() || ki == ops.size() || vi == ops.size()) continue;
+    Op &q_rope = ops[qi], &k_rope = ops[ki], &v_put = ops[vi];
+    if (q_rope.plan.kind != OpKind::Rope || !q_rope.put.empty() || uses[att.args[0]] != 2 ||
+        k_rope.plan.kind != OpKind::Rope || k_rope.put.empty() || v_put.plan.kind != OpKind::IndexPut ||
+        v_put.args.size() != 5 || k_rope.args[1] != q_rope.args[1] || k_rope.args[2] != q_rope.args[2]) {
+      continue;
+    }
+    const runtime::ScalarType type = att.plan.dtype;
+    const EValue* position = step_position(k_rope.put);
+    const EValue* v_position = step_position(v_put.args);
+    if (position == nullptr || v_position == nullptr ||
+        position->to_tensor().const_data_ptr() != v_position->to_tensor().const_data_ptr() ||
+        !step_rows(q_rope.args[0], shape.batch, shape.q_heads, shape.head_dim, type) ||
+        !step_rows(k_rope.args[0], shape.batch, shape.kv_heads, shape.head_dim, type) ||
+        !step_rows(v_put.args[2], shape.batch, shape.kv_heads, shape.value_dim, type)) {
+      continue;
+    }
+    bool tables = true;  // cos and sin: the position's row, contiguous
+    for (int t = 1; t < 3; ++t) {
+      const Tensor& table = q_rope.args[t]->to_tensor();
+      tables &= table.scalar_type() == type && table.numel() == shape.head_dim && table.strides()[table.dim() - 1] == 1;
+    }
+    bool alone = tables;
+    for (size_t j = std::min({qi, ki, vi}) + 1; j < i && alone; ++j) {
+      alone = ops[j].skipped || j == qi || j == ki || j == vi;
+    }
+    if (!alone) continue;
+    att.step.reset(new Op::Step{q_rope.args[0], q_rope.args[1], q_rope.args[2], k_rope.args[0], v_put.args[2],
+                                const_cast<EValue*>(position)});
+    q_rope.skipped = k_rope.skipped = v_put.skipped = true;
   }
 }
 
@@ -2290,6 +2393,7 @@ class CudaBackend final : public runtime::BackendInterface {
     ET_TRY(read_permutes_in_place(d->ops, m));
     write_permutes_in_place(d->ops, m);
     fuse_rope_puts(d->ops, m);
+    fuse_attention_steps(d->ops, m);
     ET_TRY(
         ecuda::to_error(cudaStreamCreateWithFlags(out(d->own_stream), cudaStreamNonBlocking), "CudaBackend: stream"));
     for (ecuda::Event* e : {&d->joined_in, &d->joined_out}) {
