@@ -11,9 +11,14 @@ namespace cuda {
 
 // Matrix-vector products of decode steps: y [rows, n] = x [rows, k] @ w^T (+ bias [n])
 // (+ residual [rows, n]) for up to kGemvMaxRows rows, of one floating type T (float, __half or
-// __nv_bfloat16), computed in float32 and rounded once. w is [n, k]: one output feature per row
-// (a linear layer's [k, n] operand transposed), read in one pass: each warp
-// streams whole feature rows, with x (all rows) in shared memory.
+// __nv_bfloat16), computed in float32 and rounded once. w is [n, k]: one output feature per row,
+// read in one pass: each warp streams whole feature rows, with x (all rows) in shared memory. Its
+// weights are
+//   Dense: T (a linear layer's [k, n] operand transposed);
+//   Int8: int8, times scales[c] per feature c (executorch::int8_weight_linear);
+//   Int4: two to a byte, column 2i in the low nibble, (q - 8) * scales[c, i / group]
+//     (executorch::int4_linear; group a multiple of 32).
+// The weights' rows start 16-byte aligned: k a multiple of 16 bytes' worth of them.
 //
 // Folded in from the instructions around the product, which then never run:
 //   prologue RmsNorm: x = executorch::rms_norm(a, weight b, eps), rounded as that kernel rounds
@@ -24,6 +29,7 @@ namespace cuda {
 // y must not overlap x, a, b or w.
 constexpr int64_t kGemvMaxRows = 8;
 
+enum class GemvWeights { Dense, Int8, Int4 };
 enum class GemvPrologue { None, RmsNorm };
 enum class GemvEpilogue { None, SiluMul };
 
@@ -35,7 +41,10 @@ struct GemvArgs {
   const T* b = nullptr;
   float eps = 0.f;
   GemvEpilogue epilogue = GemvEpilogue::None;
-  const T* w = nullptr;         // [n, k], 16-byte aligned
+  const void* w = nullptr;  // [n, k], 16-byte aligned
+  GemvWeights weights = GemvWeights::Dense;
+  const float* scales = nullptr;  // Int8: [n]; Int4: [n, k / group]
+  int64_t group = 0;
   const T* bias = nullptr;      // [n] or null
   const T* residual = nullptr;  // [rows, n] or null; may be y itself
   T* y = nullptr;
@@ -43,7 +52,8 @@ struct GemvArgs {
 };
 
 // Whether launch_gemv takes a product of this shape with elements of `element_size` bytes.
-bool gemv_supported(int64_t rows, int64_t n, int64_t k, int element_size, GemvPrologue prologue, GemvEpilogue epilogue);
+bool gemv_supported(int64_t rows, int64_t n, int64_t k, int element_size, GemvWeights weights, int64_t group,
+                    GemvPrologue prologue, GemvEpilogue epilogue);
 
 template <typename T>
 cudaError_t launch_gemv(const GemvArgs<T>& args, cudaStream_t stream);

@@ -134,12 +134,16 @@ Error shim_view(EValue* v, ShimTensor* shim, int dim = -1, const int64_t* sizes 
   return shim_blob(t.mutable_data_ptr(), t.scalar_type(), dim, sizes, strides, shim);
 }
 
-// A weight-only quantized linear layer on more rows than its GEMV kernels take: its weights are
-// dequantized into the delegate's shared workspace, then one matrix product (tensor cores) reads
-// them. Shims: x as [rows, k], the weights as [k, n] (dequantized transposed), y as [rows, n], the bias.
+// A weight-only quantized linear layer the GEMV does not take (more rows than kGemvMaxRows, or x
+// too large for its shared memory): its weights are dequantized into the delegate's shared
+// workspace, then one matrix product (tensor cores) reads them. Shims: x as [rows, k], the weights
+// as [k, n] (dequantized transposed), y as [rows, n], the bias.
 bool dequantizes(const Op& op) {
-  return (op.plan.kind == OpKind::Int8WeightLinear || op.plan.kind == OpKind::Int4Linear) &&
-         op.plan.ints[0] > kWeightGemvMaxRows;
+  const bool int4 = op.plan.kind == OpKind::Int4Linear;
+  if (!int4 && op.plan.kind != OpKind::Int8WeightLinear) return false;
+  const int64_t* v = op.plan.ints;  // rows, out features, in features, group
+  return !gemv_supported(v[0], v[1], v[2], static_cast<int>(runtime::element_size(op.plan.dtype)),
+                         int4 ? GemvWeights::Int4 : GemvWeights::Int8, v[3], GemvPrologue::None, GemvEpilogue::None);
 }
 size_t dequantized_bytes(const Op& op) {
   return static_cast<size_t>(op.plan.ints[1] * op.plan.ints[2]) * runtime::element_size(op.plan.dtype);
@@ -611,24 +615,61 @@ AOTITorchError linear_residual(const Op& op) {
                                              op.shim[o - 2].get(), op.shim[o + 1].get());
 }
 
-// The operands of a product that choose_gemvs may give to the GEMV: mm(x, w, out) or
-// addmm(bias, x, w, 1, 1, out); y is where it writes (the residual add's output where one is fused).
+// The GEMV's view of a product: mm(x, w, out) or addmm(bias, x, w, 1, 1, out) (which choose_gemvs
+// may give it), or a weight-only quantized layer (x, weight, scale(s), [group,] bias, out) of up to
+// kGemvMaxRows rows; y is where it writes (the residual add's output where one is fused).
 struct GemvOperands {
   EValue* x;
   EValue* w;
   EValue* bias;
   EValue* y;
+  int64_t rows, n, k;
+  GemvWeights weights;
+  EValue* scales;
+  int64_t group;
 };
 GemvOperands gemv_operands(const Op& op) {
   const auto& a = op.args;
+  EValue* y = op.residual ? op.result : a[a.size() - 1];
+  if (op.plan.kind == OpKind::Int4Linear || op.plan.kind == OpKind::Int8WeightLinear) {
+    const bool int4 = op.plan.kind == OpKind::Int4Linear;
+    EValue* bias = a[int4 ? 4 : 3];
+    return {a[0],
+            a[1],
+            bias->is_tensor() ? bias : nullptr,
+            y,
+            op.plan.ints[0],
+            op.plan.ints[1],
+            op.plan.ints[2],
+            int4 ? GemvWeights::Int4 : GemvWeights::Int8,
+            a[2],
+            op.plan.ints[3]};
+  }
   const bool addmm = op.plan.kind == OpKind::Addmm;
-  return {a[addmm ? 1 : 0], a[addmm ? 2 : 1], addmm ? a[0] : nullptr, op.residual ? op.result : a[a.size() - 1]};
+  const Tensor& w = a[addmm ? 2 : 1]->to_tensor();
+  const Tensor& x = a[addmm ? 1 : 0]->to_tensor();
+  return {a[addmm ? 1 : 0],
+          a[addmm ? 2 : 1],
+          addmm ? a[0] : nullptr,
+          y,
+          x.dim() == 2 ? x.size(0) : 0,
+          w.dim() == 2 ? w.size(1) : 0,
+          w.dim() == 2 ? w.size(0) : 0,
+          GemvWeights::Dense,
+          nullptr,
+          0};
+}
+
+// Whether `op` runs on the GEMV: a product choose_gemvs gave it, or a weight-only quantized layer
+// of few enough rows.
+bool runs_gemv(const Op& op) {
+  return op.gemv ||
+         ((op.plan.kind == OpKind::Int4Linear || op.plan.kind == OpKind::Int8WeightLinear) && !dequantizes(op));
 }
 
 template <typename T>
 cudaError_t run_gemv(const Op& op, cudaStream_t stream) {
   const GemvOperands o = gemv_operands(op);
-  const Tensor& w = o.w->to_tensor();
   GemvArgs<T> g;
   g.prologue = op.prologue;
   if (op.prologue == GemvPrologue::None) {
@@ -636,12 +677,14 @@ cudaError_t run_gemv(const Op& op, cudaStream_t stream) {
   } else {
     g.a = ptr<T>(op.prologue_a), g.b = ptr<T>(op.prologue_b), g.eps = op.prologue_eps;
   }
-  g.w = ptr<T>(o.w);
+  g.w = o.w->to_tensor().const_data_ptr();
+  g.weights = o.weights, g.group = o.group;
+  g.scales = o.scales ? ptr<float>(o.scales) : nullptr;
   g.bias = o.bias ? ptr<T>(o.bias) : nullptr;
   g.residual = op.residual ? ptr<T>(op.residual) : nullptr;
   g.y = ptr<T>(o.y);
   if (op.epilogue != GemvEpilogue::None) g.epilogue = op.epilogue, g.y = ptr<T>(op.epilogue_out);
-  g.rows = o.x->to_tensor().size(0), g.n = w.size(1), g.k = w.size(0);
+  g.rows = o.rows, g.n = o.n, g.k = o.k;
   return launch_gemv(g, stream);
 }
 
@@ -1117,19 +1160,15 @@ Error run_typed(const Op& op, void* index_error, cudaStream_t stream) {
     }
     case OpKind::Int8WeightLinear:
     case OpKind::Int4Linear: {  // (x, weight, scale(s), [group_size,] bias, out)
+      if (!dequantizes(op)) {   // with what fuse_linear_residuals and fuse_gemv_neighbours folded in
+        status = run_gemv<T>(op, stream);
+        break;
+      }
       const bool int4 = op.plan.kind == OpKind::Int4Linear;
-      const int64_t rows = op.plan.ints[0], n = op.plan.ints[1], k = op.plan.ints[2], group = op.plan.ints[3];
+      const int64_t n = op.plan.ints[1], k = op.plan.ints[2], group = op.plan.ints[3];
       const size_t bias = int4 ? 4 : 3;
       const T* b = a[bias]->is_tensor() ? ptr<T>(a[bias]) : nullptr;
       const float* scales = ptr<float>(a[2]);
-      if (!dequantizes(op)) {  // with the residual after it where fuse_linear_residuals found one
-        const T* residual = op.residual ? ptr<T>(op.residual) : nullptr;
-        T* y = ptr<T>(op.residual ? op.result : a[bias + 1]);
-        status =
-            int4 ? launch_int4_gemv(ptr<T>(a[0]), ptr<uint8_t>(a[1]), scales, group, b, residual, y, rows, n, k, stream)
-                 : launch_int8_weight_gemv(ptr<T>(a[0]), ptr<int8_t>(a[1]), scales, b, residual, y, rows, n, k, stream);
-        break;
-      }
       T* w = static_cast<T*>(op.workspace);
       status = int4 ? launch_dequantize_int4(ptr<uint8_t>(a[1]), scales, group, w, n, k, stream)
                     : launch_dequantize_int8(ptr<int8_t>(a[1]), scales, w, n, k, stream);
@@ -1393,8 +1432,7 @@ Error fuse_linear_residuals(std::vector<Op>& ops, runtime::Method& m) {
     const auto& a = mm.args;
     const bool addmm = mm.plan.kind == OpKind::Addmm;  // addmm(bias, x, w, beta, alpha, out); mm(x, w, out)
     // A weight-only quantized layer's GEMV (x, weight, scale(s), [group,] bias, out) adds it itself.
-    const bool gemv =
-        (mm.plan.kind == OpKind::Int4Linear || mm.plan.kind == OpKind::Int8WeightLinear) && !dequantizes(mm);
+    const bool gemv = runs_gemv(mm);
     if (mm.skipped || !(addmm || gemv || mm.plan.kind == OpKind::Mm) ||
         (!gemv && mm.shim.size() != (addmm ? 4u : 3u)) ||
         (addmm && (!a[0]->is_tensor() || a[3]->scalar_as_double() != 1.0 || a[4]->scalar_as_double() != 1.0))) {
@@ -2097,9 +2135,8 @@ bool gemv_eligible(const Op& op, const std::unordered_map<const EValue*, const v
   const runtime::ScalarType t = op.plan.dtype;
   if (!constants.count(o.w) || uses[o.w] != 1 || x.dim() != 2 || w.dim() != 2 || x.size(1) != w.size(0) ||
       x.scalar_type() != t || w.scalar_type() != t || reinterpret_cast<uintptr_t>(w.const_data_ptr()) % 16 != 0 ||
-      reinterpret_cast<uintptr_t>(x.const_data_ptr()) % 16 != 0 ||
-      !gemv_supported(x.size(0), w.size(1), w.size(0), static_cast<int>(runtime::element_size(t)), GemvPrologue::None,
-                      GemvEpilogue::None) ||
+      !gemv_supported(o.rows, o.n, o.k, static_cast<int>(runtime::element_size(t)), GemvWeights::Dense, 0,
+                      GemvPrologue::None, GemvEpilogue::None) ||
       (o.bias && o.bias->to_tensor().numel() != w.size(1)) || o.y->to_tensor().numel() != x.size(0) * w.size(1)) {
     return false;
   }
@@ -2179,8 +2216,6 @@ Error choose_gemvs(std::vector<Op>& ops, runtime::Method& m,
   return Error::Ok;
 }
 
-bool aligned16(const EValue* v) { return reinterpret_cast<uintptr_t>(v->to_tensor().const_data_ptr()) % 16 == 0; }
-
 // Where `v` (read by ops[i]) comes from, passing back over views of it planned in place that only
 // this chain reads (slices and selects too where `slices`): the value reached and the instruction
 // that writes it, or ops.size() where it is not found or another instruction runs in between (it
@@ -2224,22 +2259,22 @@ void fuse_gemv_neighbours(std::vector<Op>& ops, runtime::Method& m) {
   Uses uses = count_uses(ops, m);
   for (size_t i = 0; i < ops.size(); ++i) {
     Op& op = ops[i];
-    if (!op.gemv) continue;
+    if (!runs_gemv(op)) continue;
     const GemvOperands o = gemv_operands(op);
-    const Tensor& x = o.x->to_tensor();
-    const int64_t rows = x.size(0), k = x.size(1), n = o.w->to_tensor().size(1);
+    const int64_t rows = o.rows, k = o.k, n = o.n;
     const runtime::ScalarType dtype = op.plan.dtype;
+    const int size = static_cast<int>(runtime::element_size(dtype));
     auto fits = [&](const EValue* v, int64_t numel) {
       return v->is_tensor() && v->to_tensor().scalar_type() == dtype && v->to_tensor().numel() == numel;
     };
     std::vector<const EValue*> reads = {o.x, o.w};
+    if (o.scales) reads.push_back(o.scales);
     if (const size_t j = producer_of(ops, uses, i, o.x); j < ops.size()) {
       Op& norm = ops[j];
-      const int size = static_cast<int>(runtime::element_size(dtype));
       if (norm.plan.kind == OpKind::RmsNorm && norm.plan.ints[0] == rows && norm.plan.ints[1] == k &&
           fits(norm.args[0], rows * k) && fits(norm.args[1], k) && !overlaps(o.y, norm.args[0]) &&
-          !overlaps(o.y, norm.args[1]) && aligned16(norm.args[0]) && aligned16(norm.args[1]) &&
-          gemv_supported(rows, n, k, size, GemvPrologue::RmsNorm, GemvEpilogue::None)) {
+          !overlaps(o.y, norm.args[1]) &&
+          gemv_supported(rows, n, k, size, o.weights, o.group, GemvPrologue::RmsNorm, GemvEpilogue::None)) {
         op.prologue = GemvPrologue::RmsNorm;
         op.prologue_a = norm.args[0], op.prologue_b = norm.args[1], op.prologue_eps = norm.plan.scalars[0];
         norm.skipped = true;
@@ -2251,8 +2286,7 @@ void fuse_gemv_neighbours(std::vector<Op>& ops, runtime::Method& m) {
     const int64_t half = n / 2;
     const size_t s = next_running(ops, i), p = s < ops.size() ? next_running(ops, s) : ops.size();
     if (rows != 1 || op.residual || o.bias || uses[gu] != 3 || p == ops.size() ||
-        !gemv_supported(rows, n, k, static_cast<int>(runtime::element_size(dtype)), op.prologue,
-                        GemvEpilogue::SiluMul)) {
+        !gemv_supported(rows, n, k, size, o.weights, o.group, op.prologue, GemvEpilogue::SiluMul)) {
       continue;
     }
     Op& silu = ops[s];
