@@ -19,12 +19,17 @@ constexpr int64_t kMC = 96;   // rows of A per packed block (multiple of kMR)
 // has AVX, two SSE registers where it has not.
 typedef float v8f __attribute__((vector_size(32)));
 
-// C[mr x nr] (+)= alpha * a_panel (kc x kMR, packed by k) * b_panel (kc x kNR): a 6 x 16 tile held in
-// twelve vector accumulators. Cloned for x86-64-v3 (AVX2 + FMA) with a run-time choice, so the same
+// The inner loops below are cloned for x86-64-v3 (AVX2 + FMA) with a run-time choice, so the same
 // binary runs on any x86-64.
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-__attribute__((target_clones("arch=x86-64-v3", "default")))
+#define VECTOR_CLONES __attribute__((target_clones("arch=x86-64-v3", "default")))
+#else
+#define VECTOR_CLONES
 #endif
+
+// C[mr x nr] (+)= alpha * a_panel (kc x kMR, packed by k) * b_panel (kc x kNR): a 6 x 16 tile held in
+// twelve vector accumulators.
+VECTOR_CLONES
 void micro_kernel(int64_t kc, const float* __restrict__ ap, const float* __restrict__ bp, float* __restrict__ c,
                   int64_t ldc, int64_t mr, int64_t nr, float alpha, bool accumulate) {
   static_assert(kMR == 6 && kNR == 16, "the tile below is written out for 6 x 16");
@@ -59,6 +64,42 @@ void micro_kernel(int64_t kc, const float* __restrict__ ap, const float* __restr
 // much as the product and a 6-row tile would compute mostly padding).
 constexpr int64_t kStreamRows = 4;
 
+// acc[i * width + j] += sum over p, in order, of rows[i * k + p] * b[p * b_rs + j], for m rows and
+// columns [0, width) of B: four rows of B per pass over acc (four read streams, one update of acc in
+// L1), eight columns per vector.
+VECTOR_CLONES
+void scaled_rows(int64_t m, int64_t k, const float* __restrict__ rows, const float* __restrict__ b, int64_t b_rs,
+                 int64_t width, float* __restrict__ acc) {
+  const int64_t vectors = width / 8 * 8;
+  int64_t p = 0;
+  for (; p + 4 <= k; p += 4) {
+    const float *b0 = b + p * b_rs, *b1 = b0 + b_rs, *b2 = b1 + b_rs, *b3 = b2 + b_rs;
+    for (int64_t i = 0; i < m; ++i) {
+      const float a0 = rows[i * k + p], a1 = rows[i * k + p + 1], a2 = rows[i * k + p + 2], a3 = rows[i * k + p + 3];
+      float* ci = acc + i * width;
+      for (int64_t j = 0; j < vectors; j += 8) {
+        v8f c, w0, w1, w2, w3;
+        std::memcpy(&c, ci + j, sizeof(c));
+        std::memcpy(&w0, b0 + j, sizeof(w0));
+        std::memcpy(&w1, b1 + j, sizeof(w1));
+        std::memcpy(&w2, b2 + j, sizeof(w2));
+        std::memcpy(&w3, b3 + j, sizeof(w3));
+        c = (((c + a0 * w0) + a1 * w1) + a2 * w2) + a3 * w3;
+        std::memcpy(ci + j, &c, sizeof(c));
+      }
+      for (int64_t j = vectors; j < width; ++j) ci[j] = (((ci[j] + a0 * b0[j]) + a1 * b1[j]) + a2 * b2[j]) + a3 * b3[j];
+    }
+  }
+  for (; p < k; ++p) {
+    const float* bp = b + p * b_rs;
+    for (int64_t i = 0; i < m; ++i) {
+      const float ai = rows[i * k + p];
+      float* ci = acc + i * width;
+      for (int64_t j = 0; j < width; ++j) ci[j] += ai * bp[j];
+    }
+  }
+}
+
 // C[m, n] += alpha * A B for m <= kStreamRows, B contiguous along k (b_rs == 1: dot products) or
 // along n (b_cs == 1: rows of B scaled into a running sum).
 void streamed(int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t a_rs, int64_t a_cs, const float* b,
@@ -83,26 +124,26 @@ void streamed(int64_t m, int64_t n, int64_t k, float alpha, const float* a, int6
     }
     return;
   }
+  // Blocks of columns whose sums for every row stay in L1 (kStreamRows x kBlock floats), each thread
+  // taking whole blocks: a block reads runs of kBlock * 4 bytes from each row of B.
+  constexpr int64_t kBlock = 1024;
   auto columns = [&](int64_t j0, int64_t j1) {
-    for (int64_t jb = j0; jb < j1; jb += 256) {
-      const int64_t nb = std::min<int64_t>(256, j1 - jb);
-      float acc[kStreamRows * 256] = {};
-      for (int64_t p = 0; p < k; ++p) {
-        const float* bp = b + p * b_rs + jb;
-        for (int64_t i = 0; i < m; ++i) {
-          const float ai = rows[i * k + p];
-          for (int64_t j = 0; j < nb; ++j) acc[i * 256 + j] += ai * bp[j];
-        }
-      }
+    float acc[kStreamRows * kBlock];
+    for (int64_t jb = j0; jb < j1; jb += kBlock) {
+      const int64_t nb = std::min<int64_t>(kBlock, j1 - jb);
+      std::fill(acc, acc + m * nb, 0.f);
+      scaled_rows(m, k, rows, b + jb, b_rs, nb, acc);
       for (int64_t i = 0; i < m; ++i) {
-        for (int64_t j = 0; j < nb; ++j) c[i * ldc + jb + j] += alpha * acc[i * 256 + j];
+        for (int64_t j = 0; j < nb; ++j) c[i * ldc + jb + j] += alpha * acc[i * nb + j];
       }
     }
   };
-  if (serial) {
+  const int64_t threads = static_cast<int64_t>(extension::threadpool::get_num_threads());
+  if (serial || threads <= 1) {
     columns(0, n);
-  } else {
-    extension::threadpool::parallel_for(0, n, 256, columns);
+  } else {  // narrower blocks where n is too small to give every thread a wide one
+    const int64_t grain = std::clamp<int64_t>((n + threads - 1) / threads + 7, 8, kBlock) / 8 * 8;
+    extension::threadpool::parallel_for(0, n, grain, columns);
   }
 }
 
