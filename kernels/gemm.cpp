@@ -19,17 +19,9 @@ constexpr int64_t kMC = 96;   // rows of A per packed block (multiple of kMR)
 // has AVX, two SSE registers where it has not.
 typedef float v8f __attribute__((vector_size(32)));
 
-// The inner loops below are cloned for x86-64-v3 (AVX2 + FMA) with a run-time choice, so the same
-// binary runs on any x86-64.
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-#define VECTOR_CLONES __attribute__((target_clones("arch=x86-64-v3", "default")))
-#else
-#define VECTOR_CLONES
-#endif
-
 // C[mr x nr] (+)= alpha * a_panel (kc x kMR, packed by k) * b_panel (kc x kNR): a 6 x 16 tile held in
 // twelve vector accumulators.
-VECTOR_CLONES
+EXECUTORCH_VECTOR_CLONES
 void micro_kernel(int64_t kc, const float* __restrict__ ap, const float* __restrict__ bp, float* __restrict__ c,
                   int64_t ldc, int64_t mr, int64_t nr, float alpha, bool accumulate) {
   static_assert(kMR == 6 && kNR == 16, "the tile below is written out for 6 x 16");
@@ -67,7 +59,7 @@ constexpr int64_t kStreamRows = 4;
 // acc[i * width + j] += sum over p, in order, of rows[i * k + p] * b[p * b_rs + j], for m rows and
 // columns [0, width) of B: four rows of B per pass over acc (four read streams, one update of acc in
 // L1), eight columns per vector.
-VECTOR_CLONES
+EXECUTORCH_VECTOR_CLONES
 void scaled_rows(int64_t m, int64_t k, const float* __restrict__ rows, const float* __restrict__ b, int64_t b_rs,
                  int64_t width, float* __restrict__ acc) {
   const int64_t vectors = width / 8 * 8;

@@ -2,6 +2,14 @@
 
 #include <cstdint>
 
+// Hot loops cloned for x86-64-v3 (AVX2 + FMA) with a run-time choice, so one binary runs on any
+// x86-64 and uses the wider vectors where the CPU has them.
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define EXECUTORCH_VECTOR_CLONES __attribute__((target_clones("arch=x86-64-v3", "default")))
+#else
+#define EXECUTORCH_VECTOR_CLONES
+#endif
+
 namespace executorch {
 namespace kernels {
 

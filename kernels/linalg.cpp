@@ -170,6 +170,33 @@ Error int8_linear(KernelRuntimeContext&, Args args) {
 // Weight-only quantized linear layers: up to kGemvRows rows of x (decoding) take dot products with
 // the stored weights; more rows expand kExpandBlock weight rows at a time for a float32 GEMM.
 constexpr int64_t kGemvRows = 4;
+
+// y[r * n + j] = x[r] . w[j] * scale[j] (+ bias[j]) for int8 weight rows j in [j0, j1).
+EXECUTORCH_VECTOR_CLONES
+void int8_rows(const float* x, int64_t rows, const int8_t* w, const float* scale, const float* bias, int64_t n,
+               int64_t k, int64_t j0, int64_t j1, float* y) {
+  for (int64_t j = j0; j < j1; ++j) {
+    for (int64_t r = 0; r < rows; ++r) {
+      const float v = dot(x + r * k, w + j * k, k) * scale[j];
+      y[r * n + j] = bias ? v + bias[j] : v;
+    }
+  }
+}
+
+// The dot product of x (group elements) with one group of int4 weights as stored (value + 8, two
+// to a byte, the low nibble first).
+EXECUTORCH_VECTOR_CLONES
+float nibble_dot(const float* x, const uint8_t* w, int64_t group) {
+  float lanes[8] = {};  // independent sums the compiler keeps in one vector register
+  for (int64_t c = 0; c < group; c += 8) {
+    for (int l = 0; l < 4; ++l) {
+      const uint8_t b = w[c / 2 + l];
+      lanes[2 * l] += x[c + 2 * l] * static_cast<float>(b & 0x0F);
+      lanes[2 * l + 1] += x[c + 2 * l + 1] * static_cast<float>(b >> 4);
+    }
+  }
+  return ((lanes[0] + lanes[1]) + (lanes[2] + lanes[3])) + ((lanes[4] + lanes[5]) + (lanes[6] + lanes[7]));
+}
 constexpr int64_t kExpandBlock = 256;
 
 // out[rows, n] = x[rows, k] . W^T (+ bias) for a quantized weight whose row j expand(j, row) writes
@@ -248,19 +275,8 @@ Error int4_linear(KernelRuntimeContext&, Args args) {
           const float* xr = px + r * k;
           float acc = 0.f;
           for (int64_t g = 0; g < groups; ++g) {
-            const uint8_t* wg = wj + g * group / 2;
-            const float* xg = xr + g * group;
-            float lanes[8] = {};  // independent sums the compiler keeps in one vector register
-            for (int64_t c = 0; c < group; c += 8) {
-              for (int l = 0; l < 4; ++l) {
-                const uint8_t b = wg[c / 2 + l];
-                lanes[2 * l] += xg[c + 2 * l] * static_cast<float>(b & 0x0F);
-                lanes[2 * l + 1] += xg[c + 2 * l + 1] * static_cast<float>(b >> 4);
-              }
-            }
-            const float dot =
-                ((lanes[0] + lanes[1]) + (lanes[2] + lanes[3])) + ((lanes[4] + lanes[5]) + (lanes[6] + lanes[7]));
-            acc += (dot - 8.f * xsum[static_cast<size_t>(r * groups + g)]) * sj[g];
+            const float d = nibble_dot(xr + g * group, wj + g * group / 2, group);
+            acc += (d - 8.f * xsum[static_cast<size_t>(r * groups + g)]) * sj[g];
           }
           po[r * n + j] = pb ? acc + pb[j] : acc;
         }
@@ -281,14 +297,8 @@ Error int8_weight_linear(KernelRuntimeContext&, Args args) {
   const int64_t n = o.n, k = o.k;
   if (o.rows <= kGemvRows) {
     // Decoding: each weight row read once, as int8, for every row of x.
-    extension::threadpool::parallel_for(0, n, 16, [&](int64_t j0, int64_t j1) {
-      for (int64_t j = j0; j < j1; ++j) {
-        for (int64_t r = 0; r < o.rows; ++r) {
-          const float y = dot(o.x + r * k, o.w + j * k, k) * o.scale[j];
-          o.out[r * n + j] = o.bias ? y + o.bias[j] : y;
-        }
-      }
-    });
+    extension::threadpool::parallel_for(
+        0, n, 16, [&](int64_t j0, int64_t j1) { int8_rows(o.x, o.rows, o.w, o.scale, o.bias, n, k, j0, j1, o.out); });
     return Error::Ok;
   }
   auto expand = [&](int64_t j, float* row) {
