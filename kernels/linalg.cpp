@@ -171,32 +171,76 @@ Error int8_linear(KernelRuntimeContext&, Args args) {
 // the stored weights; more rows expand kExpandBlock weight rows at a time for a float32 GEMM.
 constexpr int64_t kGemvRows = 4;
 
+// Eight lanes of floats and of 32-bit integers (GCC/Clang vector extension): the weights of eight
+// columns widened to floats in registers, so the loops below stay vector code.
+typedef float v8f __attribute__((vector_size(32)));
+typedef int32_t v8i __attribute__((vector_size(32)));
+typedef uint32_t v8u __attribute__((vector_size(32)));
+
+// The eight lanes' sums added pairwise, as dot() adds them.
+inline float lane_sum(const v8f& l) { return ((l[0] + l[1]) + (l[2] + l[3])) + ((l[4] + l[5]) + (l[6] + l[7])); }
+
+// Left shifts that put byte 0, 1, 2, 3 of a 32-bit word at its top.
+constexpr v8i kByteTops = {24, 16, 8, 0, 24, 16, 8, 0};
+
 // y[r * n + j] = x[r] . w[j] * scale[j] (+ bias[j]) for int8 weight rows j in [j0, j1).
 EXECUTORCH_VECTOR_CLONES
 void int8_rows(const float* x, int64_t rows, const int8_t* w, const float* scale, const float* bias, int64_t n,
                int64_t k, int64_t j0, int64_t j1, float* y) {
   for (int64_t j = j0; j < j1; ++j) {
+    const int8_t* wj = w + j * k;
     for (int64_t r = 0; r < rows; ++r) {
-      const float v = dot(x + r * k, w + j * k, k) * scale[j];
+      const float* xr = x + r * k;
+      v8f lanes = {};
+      int64_t p = 0;
+      for (; p + 8 <= k; p += 8) {  // byte b of word w: shifted to the top, then arithmetically down
+        v8f xv;
+        int32_t words[2];
+        std::memcpy(&xv, xr + p, sizeof(xv));
+        std::memcpy(words, wj + p, sizeof(words));
+        const v8i spread = {words[0], words[0], words[0], words[0], words[1], words[1], words[1], words[1]};
+        lanes += xv * __builtin_convertvector((spread << kByteTops) >> 24, v8f);
+      }
+      float sum = lane_sum(lanes);
+      for (; p < k; ++p) sum += xr[p] * static_cast<float>(wj[p]);
+      const float v = sum * scale[j];
       y[r * n + j] = bias ? v + bias[j] : v;
     }
   }
 }
 
-// The dot product of x (group elements) with one group of int4 weights as stored (value + 8, two
-// to a byte, the low nibble first).
+// y[r * n + j] = x[r] . (w[j] - 8) * scales (+ bias[j]) for int4 weight rows j in [j0, j1) as stored
+// (value + 8, two to a byte, the low nibble first; a scale per group of `group` columns, a multiple
+// of 8): each group's dot product with the stored nibbles (four bytes shifted apart into eight
+// lanes), corrected by 8 * the group's sum of x (xsum, per row and group), then scaled.
 EXECUTORCH_VECTOR_CLONES
-float nibble_dot(const float* x, const uint8_t* w, int64_t group) {
-  float lanes[8] = {};  // independent sums the compiler keeps in one vector register
-  for (int64_t c = 0; c < group; c += 8) {
-    for (int l = 0; l < 4; ++l) {
-      const uint8_t b = w[c / 2 + l];
-      lanes[2 * l] += x[c + 2 * l] * static_cast<float>(b & 0x0F);
-      lanes[2 * l + 1] += x[c + 2 * l + 1] * static_cast<float>(b >> 4);
+void int4_rows(const float* x, int64_t rows, const uint8_t* w, const float* scales, const float* xsum,
+               const float* bias, int64_t n, int64_t k, int64_t group, int64_t j0, int64_t j1, float* y) {
+  const v8u shifts = {0, 4, 8, 12, 16, 20, 24, 28};
+  const int64_t groups = k / group;
+  for (int64_t j = j0; j < j1; ++j) {
+    const uint8_t* wj = w + j * (k / 2);
+    const float* sj = scales + j * groups;
+    for (int64_t r = 0; r < rows; ++r) {
+      const float* xr = x + r * k;
+      float acc = 0.f;
+      for (int64_t g = 0; g < groups; ++g) {
+        v8f lanes = {};
+        for (int64_t c = g * group; c < (g + 1) * group; c += 8) {
+          uint32_t word;
+          v8f xv;
+          std::memcpy(&word, wj + c / 2, sizeof(word));
+          std::memcpy(&xv, xr + c, sizeof(xv));
+          const v8u bits = (v8u{} + word) >> shifts;
+          lanes += xv * __builtin_convertvector(reinterpret_cast<const v8i&>(bits) & 0x0F, v8f);
+        }
+        acc += (lane_sum(lanes) - 8.f * xsum[r * groups + g]) * sj[g];
+      }
+      y[r * n + j] = bias ? acc + bias[j] : acc;
     }
   }
-  return ((lanes[0] + lanes[1]) + (lanes[2] + lanes[3])) + ((lanes[4] + lanes[5]) + (lanes[6] + lanes[7]));
 }
+
 constexpr int64_t kExpandBlock = 256;
 
 // out[rows, n] = x[rows, k] . W^T (+ bias) for a quantized weight whose row j expand(j, row) writes
@@ -259,28 +303,14 @@ Error int4_linear(KernelRuntimeContext&, Args args) {
     }
   };
   if (rows <= kGemvRows) {
-    // Decoding: few rows. Each group's dot product is taken with the stored nibbles (value + 8) and
-    // corrected by 8 * the group's sum of x, then scaled: one multiply-add an element, the packed
-    // weights read once.
+    // Decoding: few rows, the packed weights read once (int4_rows).
     const int64_t groups = k / group;
     std::vector<float> xsum(static_cast<size_t>(rows * groups), 0.f);
     for (int64_t r = 0; r < rows; ++r) {
       for (int64_t c = 0; c < k; ++c) xsum[static_cast<size_t>(r * groups + c / group)] += px[r * k + c];
     }
     extension::threadpool::parallel_for(0, n, 16, [&](int64_t j0, int64_t j1) {
-      for (int64_t j = j0; j < j1; ++j) {
-        const uint8_t* wj = pw + j * (k / 2);
-        const float* sj = ps + j * groups;
-        for (int64_t r = 0; r < rows; ++r) {
-          const float* xr = px + r * k;
-          float acc = 0.f;
-          for (int64_t g = 0; g < groups; ++g) {
-            const float d = nibble_dot(xr + g * group, wj + g * group / 2, group);
-            acc += (d - 8.f * xsum[static_cast<size_t>(r * groups + g)]) * sj[g];
-          }
-          po[r * n + j] = pb ? acc + pb[j] : acc;
-        }
-      }
+      int4_rows(px, rows, pw, ps, xsum.data(), pb, n, k, group, j0, j1, po);
     });
     return Error::Ok;
   }
