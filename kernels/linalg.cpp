@@ -180,8 +180,8 @@ typedef uint32_t v8u __attribute__((vector_size(32)));
 // The eight lanes' sums added pairwise, as dot() adds them.
 inline float lane_sum(const v8f& l) { return ((l[0] + l[1]) + (l[2] + l[3])) + ((l[4] + l[5]) + (l[6] + l[7])); }
 
-// Left shifts that put byte 0, 1, 2, 3 of a 32-bit word at its top.
-constexpr v8i kByteTops = {24, 16, 8, 0, 24, 16, 8, 0};
+// Left shifts that put byte 0, 1, 2, 3 of a little-endian 32-bit word at its top.
+constexpr v8u kByteTops = {24, 16, 8, 0, 24, 16, 8, 0};
 
 // y[r * n + j] = x[r] . w[j] * scale[j] (+ bias[j]) for int8 weight rows j in [j0, j1).
 EXECUTORCH_VECTOR_CLONES
@@ -193,13 +193,14 @@ void int8_rows(const float* x, int64_t rows, const int8_t* w, const float* scale
       const float* xr = x + r * k;
       v8f lanes = {};
       int64_t p = 0;
-      for (; p + 8 <= k; p += 8) {  // byte b of word w: shifted to the top, then arithmetically down
+      for (; p + 8 <= k; p += 8) {  // each byte shifted to the top of its lane, then arithmetically down
         v8f xv;
-        int32_t words[2];
+        uint32_t words[2];
         std::memcpy(&xv, xr + p, sizeof(xv));
         std::memcpy(words, wj + p, sizeof(words));
-        const v8i spread = {words[0], words[0], words[0], words[0], words[1], words[1], words[1], words[1]};
-        lanes += xv * __builtin_convertvector((spread << kByteTops) >> 24, v8f);
+        const v8u spread = {words[0], words[0], words[0], words[0], words[1], words[1], words[1], words[1]};
+        const v8u top = spread << kByteTops;
+        lanes += xv * __builtin_convertvector(reinterpret_cast<const v8i&>(top) >> 24, v8f);
       }
       float sum = lane_sum(lanes);
       for (; p < k; ++p) sum += xr[p] * static_cast<float>(wj[p]);
