@@ -15,10 +15,6 @@ constexpr int64_t kNR = 16;   // columns of C per micro-tile
 constexpr int64_t kKC = 256;  // depth of a packed block
 constexpr int64_t kMC = 96;   // rows of A per packed block (multiple of kMR)
 
-// Eight floats as one vector value (GCC/Clang vector extension): one AVX register where the CPU
-// has AVX, two SSE registers where it has not.
-typedef float v8f __attribute__((vector_size(32)));
-
 // C[mr x nr] (+)= alpha * a_panel (kc x kMR, packed by k) * b_panel (kc x kNR): a 6 x 16 tile held in
 // twelve vector accumulators.
 EXECUTORCH_VECTOR_CLONES

@@ -13,6 +13,17 @@
 namespace executorch {
 namespace kernels {
 
+// Eight floats as one vector value (GCC/Clang vector extension): one AVX register where the CPU
+// has AVX, two SSE registers where it has not.
+typedef float v8f __attribute__((vector_size(32)));
+
+// Eight partial sums (a float[8] or a v8f) added pairwise: the order every float32 dot product
+// here ends in.
+template <typename Lanes>
+inline float lane_sum(const Lanes& l) {
+  return ((l[0] + l[1]) + (l[2] + l[3])) + ((l[4] + l[5]) + (l[6] + l[7]));
+}
+
 // C[m, n] = alpha * sum_k A[m, k] * B[k, n] + beta * C[m, n], float32, row-major.
 // A is read as A[m, k] = a[m * a_rs + k * a_cs] (so transposes are strides), likewise B.
 // beta == 0 ignores C's previous contents. Blocked and packed for the cache, parallel over rows.
@@ -28,7 +39,7 @@ inline float dot(const float* a, const B* b, int64_t k) {
   for (; p + 8 <= k; p += 8) {
     for (int l = 0; l < 8; ++l) lanes[l] += a[p + l] * static_cast<float>(b[p + l]);
   }
-  float sum = ((lanes[0] + lanes[1]) + (lanes[2] + lanes[3])) + ((lanes[4] + lanes[5]) + (lanes[6] + lanes[7]));
+  float sum = lane_sum(lanes);
   for (; p < k; ++p) sum += a[p] * static_cast<float>(b[p]);
   return sum;
 }

@@ -171,14 +171,10 @@ Error int8_linear(KernelRuntimeContext&, Args args) {
 // the stored weights; more rows expand kExpandBlock weight rows at a time for a float32 GEMM.
 constexpr int64_t kGemvRows = 4;
 
-// Eight lanes of floats and of 32-bit integers (GCC/Clang vector extension): the weights of eight
-// columns widened to floats in registers, so the loops below stay vector code.
-typedef float v8f __attribute__((vector_size(32)));
+// Eight lanes of 32-bit integers (GCC/Clang vector extension; v8f, gemm.h's, for floats): the
+// weights of eight columns widened to floats in registers, so the loops below stay vector code.
 typedef int32_t v8i __attribute__((vector_size(32)));
 typedef uint32_t v8u __attribute__((vector_size(32)));
-
-// The eight lanes' sums added pairwise, as dot() adds them.
-inline float lane_sum(const v8f& l) { return ((l[0] + l[1]) + (l[2] + l[3])) + ((l[4] + l[5]) + (l[6] + l[7])); }
 
 // Left shifts that put byte 0, 1, 2, 3 of a little-endian 32-bit word at its top.
 constexpr v8u kByteTops = {24, 16, 8, 0, 24, 16, 8, 0};
