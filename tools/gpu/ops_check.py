@@ -275,12 +275,17 @@ def check_weight_only() -> None:
     """quantize="int4" (groups 32 and 128) and "int8_weight_only" on the device against the same
     quantized layers in torch (float32 arithmetic): GEMV rows 1, 3 and 8, the dequantizing matrix
     product at 40; every dtype, with and without a bias, with a residual added after a product, and
-    a layer wide enough for two features per warp."""
+    a layer wide enough for two features per warp. int4 layers in 16-bit floats whose shapes have
+    whole 16 x 64 tiles run on tensor cores (gemv_tiles_kernel), the others (WideMlp) on the GEMV's
+    own loop, as the kernels that ran show."""
     from executorch.export._quantize import quantize_linear_int4, quantize_linear_int8_weight_only
+    from torch.profiler import ProfilerActivity, profile
 
     torch.manual_seed(3)
     mlp = torch.nn.Sequential(torch.nn.Linear(256, 384), torch.nn.GELU(), torch.nn.Linear(384, 160, bias=False)).eval()
-    for (quantize, group), model in itertools.product((("int4", 32), ("int4", 128), ("int8_weight_only", 32)),
+    tensor_cores = torch.cuda.get_device_capability()[0] >= 8
+    for (quantize, group), model in itertools.product((("int4", 32), ("int4", 64), ("int4", 128),
+                                                       ("int8_weight_only", 32)),
                                                       (mlp, ResidualMlp().eval(), WideMlp().eval())):
         for rows in (1, 3, 8, 40):
             x = torch.randn(rows, 256)
@@ -293,13 +298,22 @@ def check_weight_only() -> None:
                 pte = export(model, (x,), backend="cuda", dtype=dtype, quantize=quantize, group_size=group)
                 assert deserialize(pte).metadata["cuda_delegate_calls"] == "1"
                 xi = x.to(dtype)
-                got = Runtime.get().load_program(pte).load_method().execute([xi if dtype == torch.bfloat16 else xi.numpy()])[0]
+                method = Runtime.get().load_program(pte).load_method()
+                with profile(activities=[ProfilerActivity.CUDA]) as prof:
+                    got = method.execute([xi if dtype == torch.bfloat16 else xi.numpy()])[0]
+                    torch.cuda.synchronize()
+                names = [e.name for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
                 got = np.asarray(got.float() if isinstance(got, torch.Tensor) else got, dtype=np.float32)
                 err = float(np.abs(got - ref).max()) / max(1.0, float(np.abs(ref).max()))
+                tiled = sum("gemv_tiles_kernel" in n for n in names)
                 print(f"{type(model).__name__} {quantize} group {group} rows {rows} {str(dtype)[6:]}: {err:.2e} "
-                      f"(bound {bound})")
+                      f"(bound {bound}); {tiled} tensor-core GEMVs")
                 if err > bound:
                     raise SystemExit(f"{quantize} rows {rows} {dtype}: out of bounds")
+                want = 2 if (quantize == "int4" and rows <= 8 and dtype != torch.float32 and tensor_cores and
+                             not isinstance(model, WideMlp)) else 0
+                if tiled != want:
+                    raise SystemExit(f"{quantize} rows {rows} {dtype}: {tiled} tensor-core GEMVs, expected {want}")
 
 
 class DecodeBlock(torch.nn.Module):

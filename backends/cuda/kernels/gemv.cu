@@ -4,7 +4,9 @@
 #include <executorch/backends/cuda/kernels/dependent_launch.cuh>
 #include <executorch/backends/cuda/kernels/warp.cuh>
 
+#include <algorithm>
 #include <cstdint>
+#include <type_traits>
 
 namespace executorch {
 namespace backends {
@@ -85,6 +87,44 @@ __device__ __forceinline__ float dot(const uint4& bits, const T* x) {
   return sum;
 }
 
+// x (every row, each `stride` elements apart in `xs`, shared memory) staged for a block's GEMV, with
+// the RMS norm applied where folded in (`gamma`: room for its weight, [k]), rounded as
+// executorch::rms_norm's kernel rounds. Ends with the block synchronized.
+template <typename T>
+__device__ void stage_x(const GemvArgs<T>& p, T* xs, int64_t stride, T* gamma) {
+  constexpr int kVec = 16 / sizeof(T);
+  __shared__ float rs[kGemvMaxRows];
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, rows = static_cast<int>(p.rows);
+  const int64_t k = p.k;
+  const bool norm = p.prologue == GemvPrologue::RmsNorm;
+  const T* src = norm ? p.a : p.x;
+  if (reinterpret_cast<uintptr_t>(src) % 16 == 0 && k % kVec == 0 && stride % kVec == 0) {
+    const int64_t per_row = k / kVec;
+    for (int64_t i = threadIdx.x; i < rows * per_row; i += blockDim.x) {
+      reinterpret_cast<uint4*>(xs + i / per_row * stride)[i % per_row] = reinterpret_cast<const uint4*>(src)[i];
+    }
+  } else {
+    for (int64_t i = threadIdx.x; i < rows * k; i += blockDim.x) xs[i / k * stride + i % k] = src[i];
+  }
+  if (norm) {
+    for (int64_t i = threadIdx.x; i < k; i += blockDim.x) gamma[i] = p.b[i];
+  }
+  __syncthreads();
+  if (!norm) return;
+  if (warp < rows) {
+    float ss = 0.f;
+    for (int64_t j = lane; j < k; j += 32) ss += ld(xs[warp * stride + j]) * ld(xs[warp * stride + j]);
+    ss = warp_sum(ss);
+    if (lane == 0) rs[warp] = rsqrtf(ss / static_cast<float>(k) + p.eps);
+  }
+  __syncthreads();
+  for (int64_t i = threadIdx.x; i < rows * k; i += blockDim.x) {
+    T& x = xs[i / k * stride + i % k];
+    x = st<T>(ld(gamma[i % k]) * ld(st<T>(ld(x) * rs[i / k])));
+  }
+  __syncthreads();
+}
+
 // Warp w of block b takes kFeatures features: f consecutive ones from (b * kWarps + w) * kFeatures, or
 // (SiluMul) gate g = b * kWarps + w and up g + n / 2. A lane reads every 32nd 16-byte load of each
 // feature's row (and, Int4, the scale of its group), kBatch at a time; its first batch is requested
@@ -94,11 +134,10 @@ __device__ __forceinline__ float dot(const uint4& bits, const T* x) {
 // consecutive bytes; the lanes' sums meet by shuffles.
 template <typename T, GemvWeights kWeights, int kRows, int kFeatures>
 __global__ void __launch_bounds__(kWarps * 32) gemv_kernel(GemvArgs<T> p) {
-  constexpr int kVec = 16 / sizeof(T), kPer = per_load<T, kWeights>();
+  constexpr int kPer = per_load<T, kWeights>();
   constexpr bool kInt4 = kWeights == GemvWeights::Int4;
   allow_dependents();
   extern __shared__ uint4 shared[];  // x [rows][k], then the norm's weight [k]
-  __shared__ float rs[kRows];
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, rows = static_cast<int>(p.rows);
   const int64_t n = p.n, k = p.k, loads = k / kPer, row_bytes = loads * 16;
   const int64_t groups_per_row = kInt4 ? k / p.group : 0;
@@ -129,33 +168,8 @@ __global__ void __launch_bounds__(kWarps * 32) gemv_kernel(GemvArgs<T> p) {
   };
   load(0);
   wait_for_prerequisites();
-  const bool norm = p.prologue == GemvPrologue::RmsNorm;
-  const T* src = norm ? p.a : p.x;
   T* xs = reinterpret_cast<T*>(shared);
-  T* gamma = xs + rows * k;
-  if (reinterpret_cast<uintptr_t>(src) % 16 == 0) {
-    for (int64_t i = threadIdx.x; i < rows * k / kVec; i += blockDim.x)
-      shared[i] = reinterpret_cast<const uint4*>(src)[i];
-  } else {
-    for (int64_t i = threadIdx.x; i < rows * k; i += blockDim.x) xs[i] = src[i];
-  }
-  if (norm) {
-    for (int64_t i = threadIdx.x; i < k; i += blockDim.x) gamma[i] = p.b[i];
-  }
-  __syncthreads();
-  if (norm) {  // rounded as executorch::rms_norm's kernel rounds
-    if (warp < rows) {
-      float ss = 0.f;
-      for (int64_t j = lane; j < k; j += 32) ss += ld(xs[warp * k + j]) * ld(xs[warp * k + j]);
-      ss = warp_sum(ss);
-      if (lane == 0) rs[warp] = rsqrtf(ss / static_cast<float>(k) + p.eps);
-    }
-    __syncthreads();
-    for (int64_t i = threadIdx.x; i < rows * k; i += blockDim.x) {
-      xs[i] = st<T>(ld(gamma[i % k]) * ld(st<T>(ld(xs[i]) * rs[i / k])));
-    }
-    __syncthreads();
-  }
+  stage_x(p, xs, k, xs + rows * k);
   if (!live) return;
   float acc[kRows][kFeatures] = {};
   for (int64_t first = 0; first < loads; first += 32 * kBatch) {
@@ -230,10 +244,230 @@ cudaError_t launch_weights(const GemvArgs<T>& p, cudaStream_t stream) {
                      : launch_rows<T, kWeights, static_cast<int>(kGemvMaxRows)>(p, stream);
 }
 
+// Int4Tiled: one warp multiplies a tile of 16 features by 64 inputs at a time on tensor cores (mma
+// m16n8k16: the tile's weights, q - 8 exact in T, times x, its rows the product's eight columns),
+// reading the tile's 512 bytes as one 16-byte load per lane. `slices` warps share a feature tile,
+// each taking an even part of its k-tiles, kTileBatch loads in flight; the block adds their sums in
+// shared memory. Each group's products are scaled in float32 as they leave the tensor cores, so the
+// arithmetic is Int4's: exact products, float32 sums.
+constexpr int64_t kTileFeatures = 16, kTileInputs = 64;
+constexpr int kTileBatch = 8;
+constexpr size_t kTileSums = kWarps * 32 * 4 * sizeof(float);  // each warp's accumulators
+
+// Warps sharing a feature tile: as many as leave each at least two k-tiles, so that small layers
+// still spread over every SM; four at most with SiluMul, whose block holds a gate tile and its up tile.
+int tile_slices(int64_t k, GemvEpilogue epilogue) {
+  const int64_t tiles = k / kTileInputs;
+  int slices = epilogue == GemvEpilogue::SiluMul ? 4 : kWarps;
+  while (slices > 1 && tiles < 2 * slices) slices /= 2;
+  return slices;
+}
+
+// x rows kTilePad elements apart in shared memory: the eight rows' reads of one step then fall in
+// different banks.
+constexpr int64_t kTilePad = 8;
+size_t tiled_shared_bytes(int64_t rows, int64_t k, GemvPrologue prologue) {
+  return kTileSums + static_cast<size_t>(rows * (k + kTilePad) + (prologue == GemvPrologue::RmsNorm ? k : 0)) * 2;
+}
+
+// Two nibbles of `w` (bits 0-3 and 16-19) as two T holding q - 8: each placed in the mantissa of
+// 128 (bfloat16) or 1024 (half), exact there, less 136 or 1032.
+template <typename T>
+__device__ __forceinline__ uint32_t nibble_pair(uint32_t w);
+template <>
+__device__ __forceinline__ uint32_t nibble_pair<__nv_bfloat16>(uint32_t w) {
+  uint32_t bits = (w & 0x000F000Fu) | 0x43004300u;
+  __nv_bfloat162 v = __hsub2(*reinterpret_cast<__nv_bfloat162*>(&bits), __floats2bfloat162_rn(136.f, 136.f));
+  return *reinterpret_cast<uint32_t*>(&v);
+}
+template <>
+__device__ __forceinline__ uint32_t nibble_pair<__half>(uint32_t w) {
+  uint32_t bits = (w & 0x000F000Fu) | 0x64006400u;
+  __half2 v = __hsub2(*reinterpret_cast<__half2*>(&bits), __floats2half2_rn(1032.f, 1032.f));
+  return *reinterpret_cast<uint32_t*>(&v);
+}
+
+// d = a (16 x 16, row-major fragments) * b (16 x 8) + c, float32 accumulators.
+template <typename T>
+__device__ __forceinline__ void mma_16816(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1,
+                                          const float (&c)[4]) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+        "{%10,%11,%12,%13};"
+        : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1), "f"(c[0]), "f"(c[1]), "f"(c[2]), "f"(c[3]));
+  } else {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+        "{%10,%11,%12,%13};"
+        : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1), "f"(c[0]), "f"(c[1]), "f"(c[2]), "f"(c[3]));
+  }
+#endif
+}
+
+// Lane (g = lane / 4, t = lane % 4) holds, per k-tile, features g and g + 8 of its tile and the
+// products' columns (rows of x) 2t and 2t + 1: acc[0..1] feature g, acc[2..3] feature g + 8.
+template <typename T, bool kGroup32>
+__global__ void __launch_bounds__(kWarps * 32) gemv_tiles_kernel(GemvArgs<T> p, int slices) {
+  allow_dependents();
+  extern __shared__ uint4 shared[];  // the warps' sums, x [rows][k + kTilePad], the norm's weight [k]
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+  const int rows = static_cast<int>(p.rows);
+  const int64_t n = p.n, k = p.k, k_tiles = k / kTileInputs, stride = k + kTilePad;
+  const bool paired = p.epilogue == GemvEpilogue::SiluMul;
+  const int tiles = kWarps / slices, local = warp / slices, slice = warp % slices;
+  // The warp's feature tile: gate tiles come first, up tiles n / 32 later (SiluMul).
+  const int64_t pair = static_cast<int64_t>(blockIdx.x) * (tiles / 2) + local / 2;
+  const int64_t ft = paired ? pair + (local & 1) * (n / 32) : static_cast<int64_t>(blockIdx.x) * tiles + local;
+  const bool live = paired ? pair < n / 32 : ft < n / kTileFeatures;
+  const int64_t kt0 = k_tiles * slice / slices, kt1 = k_tiles * (slice + 1) / slices;
+  const uint4* wp = reinterpret_cast<const uint4*>(p.w) + ft * k_tiles * 32 + lane;
+  const int64_t groups = k / p.group;
+  uint4 bits[kTileBatch];
+  float4 sc[kTileBatch];  // group 32: (g, a), (g + 8, a), (g, b), (g + 8, b) of the tile's groups a, b
+  auto load = [&](int64_t first) {
+#pragma unroll
+    for (int u = 0; u < kTileBatch; ++u) {
+      const int64_t kt = first + u;
+      if (!live || kt >= kt1) break;
+      bits[u] = __ldcs(wp + kt * 32);
+      if constexpr (kGroup32) {
+        sc[u] = __ldg(reinterpret_cast<const float4*>(p.scales) + (ft * k_tiles + kt) * 8 + g);
+      } else {
+        const float2 s =
+            __ldg(reinterpret_cast<const float2*>(p.scales) + (ft * groups + kt * kTileInputs / p.group) * 8 + g);
+        sc[u] = make_float4(s.x, s.y, s.x, s.y);
+      }
+    }
+  };
+  load(kt0);
+  wait_for_prerequisites();
+  float* sums = reinterpret_cast<float*>(shared);
+  T* xs = reinterpret_cast<T*>(reinterpret_cast<uint8_t*>(shared) + kTileSums);
+  stage_x(p, xs, stride, xs + rows * stride);
+  const T* xrow = xs + g * stride + 2 * t;  // read only where g < rows
+  float acc[4] = {};
+  const float zero[4] = {};
+  for (int64_t first = kt0; live && first < kt1; first += kTileBatch) {
+    if (first > kt0) load(first);
+#pragma unroll
+    for (int u = 0; u < kTileBatch; ++u) {
+      const int64_t kt = first + u;
+      if (kt >= kt1) break;
+      const uint32_t* words = reinterpret_cast<const uint32_t*>(&bits[u]);
+      float d[4];
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        const uint32_t a[4] = {nibble_pair<T>(words[j]), nibble_pair<T>(words[j] >> 4), nibble_pair<T>(words[j] >> 8),
+                               nibble_pair<T>(words[j] >> 12)};
+        const int64_t at = kt * kTileInputs + 16 * j;
+        const uint32_t b0 = g < rows ? *reinterpret_cast<const uint32_t*>(xrow + at) : 0u;
+        const uint32_t b1 = g < rows ? *reinterpret_cast<const uint32_t*>(xrow + at + 8) : 0u;
+        const bool starts = kGroup32 ? j % 2 == 0 : j == 0;
+        if (starts) {
+          mma_16816<T>(d, a, b0, b1, zero);
+        } else {
+          mma_16816<T>(d, a, b0, b1, d);
+        }
+        if (kGroup32 ? j % 2 == 1 : j == 3) {
+          const float lo = j == 3 && kGroup32 ? sc[u].z : sc[u].x, hi = j == 3 && kGroup32 ? sc[u].w : sc[u].y;
+          acc[0] += d[0] * lo, acc[1] += d[1] * lo, acc[2] += d[2] * hi, acc[3] += d[3] * hi;
+        }
+      }
+    }
+  }
+  reinterpret_cast<float4*>(sums)[warp * 32 + lane] = make_float4(acc[0], acc[1], acc[2], acc[3]);
+  __syncthreads();
+  // Feature f (0..15) of local tile `tile`, row r: the slices' accumulators added.
+  auto total = [&](int tile, int f, int r) {
+    float sum = 0.f;
+    for (int w = tile * slices; w < (tile + 1) * slices; ++w) {
+      sum += sums[(w * 32 + (f % 8) * 4 + r / 2) * 4 + (f >= 8 ? 2 : 0) + (r & 1)];
+    }
+    return sum;
+  };
+  const int outputs = (paired ? tiles / 2 : tiles) * static_cast<int>(kTileFeatures) * rows;
+  for (int o = threadIdx.x; o < outputs; o += blockDim.x) {
+    const int r = o % rows, f = o / rows % kTileFeatures, tile = o / rows / kTileFeatures;
+    if (paired) {
+      const int64_t c = (static_cast<int64_t>(blockIdx.x) * (tiles / 2) + tile) * kTileFeatures + f;
+      if (c >= n / 2) continue;
+      const float gate = ld(st<T>(total(2 * tile, f, r))), up = ld(st<T>(total(2 * tile + 1, f, r)));
+      p.y[r * (n / 2) + c] = st<T>(ld(st<T>(gate / (1.f + expf(-gate)))) * up);
+      continue;
+    }
+    const int64_t c = (static_cast<int64_t>(blockIdx.x) * tiles + tile) * kTileFeatures + f;
+    if (c >= n) continue;
+    float sum = total(tile, f, r);
+    if (p.bias != nullptr) sum += ld(p.bias[c]);
+    if (p.residual != nullptr) sum += ld(p.residual[r * n + c]);
+    p.y[r * n + c] = st<T>(sum);
+  }
+}
+
+template <typename T, bool kGroup32>
+cudaError_t launch_tiles(const GemvArgs<T>& p, cudaStream_t stream) {
+  const size_t shared = tiled_shared_bytes(p.rows, p.k, p.prologue);
+  if (shared > 48 * 1024) {
+    static const cudaError_t raised = cudaFuncSetAttribute(
+        gemv_tiles_kernel<T, kGroup32>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kMaxShared));
+    if (raised != cudaSuccess) return raised;
+  }
+  const int slices = tile_slices(p.k, p.epilogue);
+  const bool paired = p.epilogue == GemvEpilogue::SiluMul;
+  const int64_t per_block = paired ? kWarps / slices / 2 : kWarps / slices;
+  const int64_t units = paired ? p.n / (2 * kTileFeatures) : p.n / kTileFeatures;
+  const dim3 grid(static_cast<unsigned>((units + per_block - 1) / per_block));
+  return launch_dependent(gemv_tiles_kernel<T, kGroup32>, grid, dim3(kWarps * 32), shared, stream, p, slices);
+}
+
+// One thread per 32-bit word of tiled weights: eight nibbles of features g, g + 8 and inputs c, c + 1,
+// c + 8, c + 9, in the order nibble_pair reads them.
+__global__ void int4_tiles_kernel(const uint8_t* __restrict__ w, uint32_t* __restrict__ out, int64_t n, int64_t k) {
+  const int64_t words = n * k / 8, k_tiles = k / kTileInputs, half_k = k / 2;
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < words;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t tile = i / 128, ft = tile / k_tiles, kt = tile % k_tiles;
+    const int lane = static_cast<int>(i % 128) / 4, j = static_cast<int>(i % 4), g = lane / 4, t = lane % 4;
+    const int64_t f = ft * kTileFeatures + g, c = kt * kTileInputs + 16 * j + 2 * t;
+    const uint32_t b00 = w[f * half_k + c / 2], b01 = w[f * half_k + c / 2 + 4];
+    const uint32_t b10 = w[(f + 8) * half_k + c / 2], b11 = w[(f + 8) * half_k + c / 2 + 4];
+    out[i] = (b00 & 0xFu) | (b10 & 0xFu) << 4 | (b01 & 0xFu) << 8 | (b11 & 0xFu) << 12 | (b00 >> 4) << 16 |
+             (b10 >> 4) << 20 | (b01 >> 4) << 24 | (b11 >> 4) << 28;
+  }
+}
+
+// The scales in the order gemv_tiles_kernel loads them (see its `sc`).
+__global__ void scale_tiles_kernel(const float* __restrict__ s, float* __restrict__ out, int64_t n, int64_t k,
+                                   int64_t group) {
+  const int64_t groups = k / group, count = n * groups, k_tiles = k / kTileInputs;
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < count;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    if (group == 32) {
+      const int64_t chunk = i / 4, tile = chunk / 8, ft = tile / k_tiles, kt = tile % k_tiles;
+      const int e = static_cast<int>(i % 4), g = static_cast<int>(chunk % 8);
+      out[i] = s[(ft * kTileFeatures + g + 8 * (e & 1)) * groups + 2 * kt + (e >> 1)];
+    } else {
+      const int64_t chunk = i / 2, ft = chunk / 8 / groups, grp = chunk / 8 % groups;
+      const int e = static_cast<int>(i % 2), g = static_cast<int>(chunk % 8);
+      out[i] = s[(ft * kTileFeatures + g + 8 * e) * groups + grp];
+    }
+  }
+}
+
 }  // namespace
 
 bool gemv_supported(int64_t rows, int64_t n, int64_t k, int element_size, GemvWeights weights, int64_t group,
                     GemvPrologue prologue, GemvEpilogue epilogue) {
+  if (weights == GemvWeights::Int4Tiled) {
+    return rows >= 1 && rows <= kGemvMaxRows && element_size == 2 && n > 0 && n % kTileFeatures == 0 && k > 0 &&
+           k % kTileInputs == 0 && (group == 32 || (group > 0 && group % kTileInputs == 0)) && k % group == 0 &&
+           (epilogue != GemvEpilogue::SiluMul || (n / 2) % kTileFeatures == 0) &&
+           tiled_shared_bytes(rows, k, prologue) <= kMaxShared && n / kTileFeatures <= INT32_MAX;
+  }
   if (rows < 1 || rows > kGemvMaxRows || n < 1 || k < 1 || (element_size != 2 && element_size != 4) ||
       k % per_load(element_size, weights) != 0 || (epilogue == GemvEpilogue::SiluMul && n % 2 != 0) ||
       (weights == GemvWeights::Int4 && (group <= 0 || group % 32 != 0 || k % group != 0))) {
@@ -253,10 +487,41 @@ cudaError_t launch_gemv(const GemvArgs<T>& p, cudaStream_t stream) {
     return cudaErrorInvalidValue;
   }
   switch (p.weights) {
+    case GemvWeights::Int4Tiled:
+      if constexpr (sizeof(T) == 2) {
+        return p.group == 32 ? launch_tiles<T, true>(p, stream) : launch_tiles<T, false>(p, stream);
+      }
+      return cudaErrorInvalidValue;
     case GemvWeights::Int8: return launch_weights<T, GemvWeights::Int8>(p, stream);
     case GemvWeights::Int4: return launch_weights<T, GemvWeights::Int4>(p, stream);
     default: return launch_weights<T, GemvWeights::Dense>(p, stream);
   }
+}
+
+cudaError_t launch_int4_tiles(const uint8_t* w, const float* scales, uint8_t* w_tiled, float* scales_tiled, int64_t n,
+                              int64_t k, int64_t group, cudaStream_t stream) {
+  if (!gemv_supported(1, n, k, 2, GemvWeights::Int4Tiled, group, GemvPrologue::None, GemvEpilogue::None)) {
+    return cudaErrorInvalidValue;
+  }
+  const int64_t words = n * k / 8, count = n * (k / group);
+  const auto blocks = [](int64_t items) {
+    return static_cast<unsigned>(std::min<int64_t>((items + 255) / 256, 65535));
+  };
+  int4_tiles_kernel<<<blocks(words), 256, 0, stream>>>(w, reinterpret_cast<uint32_t*>(w_tiled), n, k);
+  scale_tiles_kernel<<<blocks(count), 256, 0, stream>>>(scales, scales_tiled, n, k, group);
+  return cudaGetLastError();
+}
+
+bool gemv_tiles_available() {
+  int device = 0, major = 0;
+  cudaFuncAttributes attributes{};
+  if (cudaGetDevice(&device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess ||
+      cudaFuncGetAttributes(&attributes, gemv_tiles_kernel<__nv_bfloat16, true>) != cudaSuccess) {
+    cudaGetLastError();
+    return false;
+  }
+  return major >= 8 && attributes.binaryVersion >= 80;  // the code the device runs has the tensor-core path
 }
 
 template cudaError_t launch_gemv<float>(const GemvArgs<float>&, cudaStream_t);

@@ -18,6 +18,8 @@ namespace cuda {
 //   Int8: int8, times scales[c] per feature c (executorch::int8_weight_linear);
 //   Int4: two to a byte, column 2i in the low nibble, (q - 8) * scales[c, i / group]
 //     (executorch::int4_linear; group a multiple of 32).
+//   Int4Tiled: the same weights and scales as laid out by launch_int4_tiles, for tensor cores
+//     (T half or bfloat16, from sm_80: gemv_tiles_available).
 // The weights' rows start 16-byte aligned: k a multiple of 16 bytes' worth of them.
 //
 // Folded in from the instructions around the product, which then never run:
@@ -29,7 +31,7 @@ namespace cuda {
 // y must not overlap x, a, b or w.
 constexpr int64_t kGemvMaxRows = 8;
 
-enum class GemvWeights { Dense, Int8, Int4 };
+enum class GemvWeights { Dense, Int8, Int4, Int4Tiled };
 enum class GemvPrologue { None, RmsNorm };
 enum class GemvEpilogue { None, SiluMul };
 
@@ -43,7 +45,7 @@ struct GemvArgs {
   GemvEpilogue epilogue = GemvEpilogue::None;
   const void* w = nullptr;  // [n, k], 16-byte aligned
   GemvWeights weights = GemvWeights::Dense;
-  const float* scales = nullptr;  // Int8: [n]; Int4: [n, k / group]
+  const float* scales = nullptr;  // Int8: [n]; Int4: [n, k / group]; Int4Tiled: as tiled
   int64_t group = 0;
   const T* bias = nullptr;      // [n] or null
   const T* residual = nullptr;  // [rows, n] or null; may be y itself
@@ -57,6 +59,19 @@ bool gemv_supported(int64_t rows, int64_t n, int64_t k, int element_size, GemvWe
 
 template <typename T>
 cudaError_t launch_gemv(const GemvArgs<T>& args, cudaStream_t stream);
+
+// Int4Tiled: int4 weights [n, k] (Int4's bytes) and their float32 scales [n, k / group] rearranged
+// so that each lane of a warp reads, in one 16-byte load, its share of four 16 x 16 operands of a
+// tensor-core product (mma m16n8k16): tiles of 16 features x 64 inputs, 512 bytes each, feature tile
+// by feature tile; within a 32-bit word the nibbles of one operand in the order that two-at-a-time
+// conversion to 16-bit floats wants. The scales follow the tiles (group 32: four per tile row pair;
+// a multiple of 64: two per group and row pair). Same sizes as the inputs; out of place.
+// Shapes gemv_supported takes as Int4Tiled only.
+cudaError_t launch_int4_tiles(const uint8_t* w, const float* scales, uint8_t* w_tiled, float* scales_tiled, int64_t n,
+                              int64_t k, int64_t group, cudaStream_t stream);
+
+// Whether the current device runs the Int4Tiled GEMV (tensor cores for 16-bit floats: sm_80 on).
+bool gemv_tiles_available();
 
 }  // namespace cuda
 }  // namespace backends

@@ -102,6 +102,9 @@ struct Op {
   // its constant weight laid out [n, k] for it. fuse_gemv_neighbours folds in the RMS norm before it
   // (x computed from prologue_a and prologue_b) and silu(gate) * up after it (written to epilogue_out).
   bool gemv = false;
+  // int4 weight-only layer on the GEMV: its weights and scales laid out for tensor cores
+  // (tile_int4_weights).
+  bool int4_tiled = false;
   GemvPrologue prologue = GemvPrologue::None;
   EValue* prologue_a = nullptr;
   EValue* prologue_b = nullptr;
@@ -641,7 +644,7 @@ GemvOperands gemv_operands(const Op& op) {
             op.plan.ints[0],
             op.plan.ints[1],
             op.plan.ints[2],
-            int4 ? GemvWeights::Int4 : GemvWeights::Int8,
+            int4 ? (op.int4_tiled ? GemvWeights::Int4Tiled : GemvWeights::Int4) : GemvWeights::Int8,
             a[2],
             op.plan.ints[3]};
   }
@@ -2216,6 +2219,45 @@ Error choose_gemvs(std::vector<Op>& ops, runtime::Method& m,
   return Error::Ok;
 }
 
+// Weight-only int4 layers on the GEMV in 16-bit floats have their weights and scales laid out anew
+// for its tensor-core form (launch_int4_tiles), in place, where the device has tensor cores for them,
+// the shape whole tiles and nothing else reads those constants. Where device memory for the staging
+// copy runs out, a layer keeps its layout and the GEMV's own loop.
+Error tile_int4_weights(std::vector<Op>& ops, runtime::Method& m, cudaStream_t stream) {
+  if (!gemv_tiles_available()) return Error::Ok;
+  Uses uses = count_uses(ops, m);
+  for (Op& op : ops) {
+    if (op.plan.kind != OpKind::Int4Linear || !runs_gemv(op)) continue;
+    const GemvOperands o = gemv_operands(op);
+    if (uses[o.w] != 1 || uses[o.scales] != 1 ||
+        !gemv_supported(o.rows, o.n, o.k, static_cast<int>(runtime::element_size(op.plan.dtype)),
+                        GemvWeights::Int4Tiled, o.group, GemvPrologue::None, GemvEpilogue::None)) {
+      continue;
+    }
+    Tensor& w = o.w->to_tensor();
+    Tensor& scales = o.scales->to_tensor();
+    DeviceBuffer staged;
+    if (cudaMalloc(out(staged), w.nbytes() + scales.nbytes()) != cudaSuccess) {
+      cudaGetLastError();
+      continue;
+    }
+    auto* w_staged = static_cast<uint8_t*>(staged.get());
+    auto* scales_staged = reinterpret_cast<float*>(w_staged + w.nbytes());  // whole tiles: 16-byte aligned
+    constexpr const char* kWhat = "CudaBackend: int4 weight tiles";
+    ET_TRY(ecuda::to_error(cudaMemcpyAsync(w_staged, w.const_data_ptr(), w.nbytes(), cudaMemcpyDeviceToDevice, stream),
+                           kWhat));
+    ET_TRY(ecuda::to_error(
+        cudaMemcpyAsync(scales_staged, scales.const_data_ptr(), scales.nbytes(), cudaMemcpyDeviceToDevice, stream),
+        kWhat));
+    ET_TRY(ecuda::to_error(launch_int4_tiles(w_staged, scales_staged, static_cast<uint8_t*>(w.mutable_data_ptr()),
+                                             static_cast<float*>(scales.mutable_data_ptr()), o.n, o.k, o.group, stream),
+                           kWhat));
+    ET_TRY(ecuda::to_error(cudaStreamSynchronize(stream), kWhat));
+    op.int4_tiled = true;
+  }
+  return Error::Ok;
+}
+
 // Where `v` (read by ops[i]) comes from, passing back over views of it planned in place that only
 // this chain reads (slices and selects too where `slices`): the value reached and the instruction
 // that writes it, or ops.size() where it is not found or another instruction runs in between (it
@@ -2463,6 +2505,7 @@ class CudaBackend final : public runtime::BackendInterface {
       if (op.plan.kind == OpKind::Conv3d) ET_TRY(prepare_conv3d(op, tf32, d->conv_workspace, d->conv_workspace_bytes));
     }
     ET_TRY(choose_gemvs(d->ops, m, host_constants, d->own_stream.get()));
+    ET_TRY(tile_int4_weights(d->ops, m, d->own_stream.get()));
     fuse_gemv_neighbours(d->ops, m);
     fuse_elementwise(d->ops, m);
     size_t dequantized = 0;
