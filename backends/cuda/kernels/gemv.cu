@@ -251,7 +251,12 @@ cudaError_t launch_weights(const GemvArgs<T>& p, cudaStream_t stream) {
 // shared memory. Each group's products are scaled in float32 as they leave the tensor cores, so the
 // arithmetic is Int4's: exact products, float32 sums.
 constexpr int64_t kTileFeatures = 16, kTileInputs = 64;
-constexpr int kTileBatch = 8;
+// Four loads in flight per lane and four blocks resident per SM (64 registers a thread): blocks
+// overlap one another's loads and arithmetic. Eight loads at two blocks per SM left the memory idle
+// while both computed: 12.4 against 10.5 us for the 1B Llama's int4 gate|up on an H100, 26.8
+// against 20.8 us for its lm_head.
+constexpr int kTileBatch = 4;
+constexpr int kTileBlocks = 4;
 constexpr size_t kTileSums = kWarps * 32 * 4 * sizeof(float);  // each warp's accumulators
 
 // Warps sharing a feature tile: as many as leave each at least two k-tiles, so that small layers
@@ -311,7 +316,7 @@ __device__ __forceinline__ void mma_16816(float (&d)[4], const uint32_t (&a)[4],
 // Lane (g = lane / 4, t = lane % 4) holds, per k-tile, features g and g + 8 of its tile and the
 // products' columns (rows of x) 2t and 2t + 1: acc[0..1] feature g, acc[2..3] feature g + 8.
 template <typename T, bool kGroup32>
-__global__ void __launch_bounds__(kWarps * 32) gemv_tiles_kernel(GemvArgs<T> p, int slices) {
+__global__ void __launch_bounds__(kWarps * 32, kTileBlocks) gemv_tiles_kernel(GemvArgs<T> p, int slices) {
   allow_dependents();
   extern __shared__ uint4 shared[];  // the warps' sums, x [rows][k + kTilePad], the norm's weight [k]
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
