@@ -18,12 +18,12 @@ constexpr int64_t kMC = 96;   // rows of A per packed block (multiple of kMR)
 // C[mr x nr] (+)= alpha * a_panel (kc x kMR, packed by k) * b_panel (kc x kNR): a 6 x 16 tile held in
 // twelve vector accumulators.
 EXECUTORCH_VECTOR_CLONES
-void micro_kernel(int64_t kc, const float* __restrict__ ap, const float* __restrict__ bp, float* __restrict__ c,
-                  int64_t ldc, int64_t mr, int64_t nr, float alpha, bool accumulate) {
+void micro_kernel(int64_t kc, const float* __restrict__ ap, const float* __restrict__ bp, int64_t ldb,
+                  float* __restrict__ c, int64_t ldc, int64_t mr, int64_t nr, float alpha, bool accumulate) {
   static_assert(kMR == 6 && kNR == 16, "the tile below is written out for 6 x 16");
   v8f c00 = {}, c01 = {}, c10 = {}, c11 = {}, c20 = {}, c21 = {}, c30 = {}, c31 = {}, c40 = {}, c41 = {}, c50 = {},
       c51 = {};
-  for (int64_t p = 0; p < kc; ++p, ap += kMR, bp += kNR) {
+  for (int64_t p = 0; p < kc; ++p, ap += kMR, bp += ldb) {
     v8f b0, b1;  // unaligned loads
     std::memcpy(&b0, bp, sizeof(b0));
     std::memcpy(&b1, bp + 8, sizeof(b1));
@@ -164,6 +164,9 @@ void sgemm(int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t
   const int64_t panels_per_group = (n_panels + n_groups - 1) / n_groups;
   // Small products run on the calling thread: waking the pool costs more than they do.
   const bool serial = m * n * k < 64 * 64 * 64;
+  // One block of rows of A uses each panel of B once: packing B would cost as much as reading it
+  // in place, which rows of B contiguous allow (a linear layer's weight at a prefill chunk).
+  const bool in_place = m_blocks == 1 && b_cs == 1;
   thread_local std::vector<float> bpack;
   bpack.resize(static_cast<size_t>(n_panels * kNR * std::min(k, kKC)));
   float* bp = bpack.data();
@@ -215,18 +218,23 @@ void sgemm(int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t
         const int64_t jp_end = std::min(n_panels, (group + 1) * panels_per_group);
         for (int64_t jp = group * panels_per_group; jp < jp_end; ++jp) {
           const int64_t j0 = jp * kNR, nr = std::min(kNR, n - j0);
+          // A whole panel of a B read in place: its rows, b_rs apart; otherwise the packed panel.
+          const bool direct = in_place && nr == kNR;
+          const float* panel = direct ? b + pc * b_rs + j0 : bp + jp * kNR * kc;
           for (int64_t ir = 0; ir < mc; ir += kMR) {
-            micro_kernel(kc, apack.data() + ir * kc, bp + jp * kNR * kc, c + (i0 + ir) * ldc + j0, ldc,
+            micro_kernel(kc, apack.data() + ir * kc, panel, direct ? b_rs : kNR, c + (i0 + ir) * ldc + j0, ldc,
                          std::min(kMR, mc - ir), nr, alpha, true);
           }
         }
       }
     };
+    // Only the last, partial panel needs packing where B is read in place.
+    const int64_t first_packed = in_place ? n / kNR : 0;
     if (serial) {
-      pack_b(0, n_panels);
+      pack_b(first_packed, n_panels);
       tiles(0, m_blocks * n_groups);
     } else {
-      extension::threadpool::parallel_for(0, n_panels, 4, pack_b);
+      if (first_packed < n_panels) extension::threadpool::parallel_for(first_packed, n_panels, 4, pack_b);
       extension::threadpool::parallel_for(0, m_blocks * n_groups, 1, tiles);
     }
   }
