@@ -47,6 +47,51 @@ void micro_kernel(int64_t kc, const float* __restrict__ ap, const float* __restr
   }
 }
 
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+// The same tile on AVX-512: a row of 16 columns is one vector, six accumulators, half the instructions
+// of the AVX2 form; each element sums its products in the same order.
+typedef float v16f __attribute__((vector_size(64)));
+
+__attribute__((target("arch=x86-64-v4"))) void micro_kernel_512(int64_t kc, const float* __restrict__ ap,
+                                                                const float* __restrict__ bp, int64_t ldb,
+                                                                float* __restrict__ c, int64_t ldc, int64_t mr,
+                                                                int64_t nr, float alpha, bool accumulate) {
+  v16f c0 = {}, c1 = {}, c2 = {}, c3 = {}, c4 = {}, c5 = {};
+  for (int64_t p = 0; p < kc; ++p, ap += kMR, bp += ldb) {
+    v16f b;  // an unaligned load
+    std::memcpy(&b, bp, sizeof(b));
+    c0 += ap[0] * b, c1 += ap[1] * b, c2 += ap[2] * b, c3 += ap[3] * b, c4 += ap[4] * b, c5 += ap[5] * b;
+  }
+  alignas(64) float acc[kMR][kNR];
+  const v16f rows[kMR] = {c0, c1, c2, c3, c4, c5};
+  std::memcpy(acc, rows, sizeof(acc));
+  for (int64_t i = 0; i < mr; ++i) {
+    float* ci = c + i * ldc;
+    if (accumulate) {
+      for (int64_t j = 0; j < nr; ++j) ci[j] += alpha * acc[i][j];
+    } else {
+      for (int64_t j = 0; j < nr; ++j) ci[j] = alpha * acc[i][j];
+    }
+  }
+}
+
+// micro_kernel_512 where the CPU has AVX-512, else micro_kernel (its own AVX2 or baseline clone).
+void tile(int64_t kc, const float* ap, const float* bp, int64_t ldb, float* c, int64_t ldc, int64_t mr, int64_t nr,
+          float alpha, bool accumulate) {
+  static const bool avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl");
+  if (avx512) {
+    micro_kernel_512(kc, ap, bp, ldb, c, ldc, mr, nr, alpha, accumulate);
+  } else {
+    micro_kernel(kc, ap, bp, ldb, c, ldc, mr, nr, alpha, accumulate);
+  }
+}
+#else
+void tile(int64_t kc, const float* ap, const float* bp, int64_t ldb, float* c, int64_t ldc, int64_t mr, int64_t nr,
+          float alpha, bool accumulate) {
+  micro_kernel(kc, ap, bp, ldb, c, ldc, mr, nr, alpha, accumulate);
+}
+#endif
+
 // Up to this many rows of A, products with a B whose rows or columns are contiguous skip packing:
 // B is streamed once (a decoding step's matrix-vector products, where packing B would cost as
 // much as the product and a 6-row tile would compute mostly padding).
@@ -222,8 +267,8 @@ void sgemm(int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t
           const bool direct = in_place && nr == kNR;
           const float* panel = direct ? b + pc * b_rs + j0 : bp + jp * kNR * kc;
           for (int64_t ir = 0; ir < mc; ir += kMR) {
-            micro_kernel(kc, apack.data() + ir * kc, panel, direct ? b_rs : kNR, c + (i0 + ir) * ldc + j0, ldc,
-                         std::min(kMR, mc - ir), nr, alpha, true);
+            tile(kc, apack.data() + ir * kc, panel, direct ? b_rs : kNR, c + (i0 + ir) * ldc + j0, ldc,
+                 std::min(kMR, mc - ir), nr, alpha, true);
           }
         }
       }
