@@ -15,6 +15,19 @@ constexpr int64_t kNR = 16;   // columns of C per micro-tile
 constexpr int64_t kKC = 256;  // depth of a packed block
 constexpr int64_t kMC = 96;   // rows of A per packed block (multiple of kMR)
 
+// C[mr x nr] (+)= alpha * acc: a micro-tile's sums written out.
+inline void store_tile(const float (&acc)[kMR][kNR], float* __restrict__ c, int64_t ldc, int64_t mr, int64_t nr,
+                       float alpha, bool accumulate) {
+  for (int64_t i = 0; i < mr; ++i) {
+    float* ci = c + i * ldc;
+    if (accumulate) {
+      for (int64_t j = 0; j < nr; ++j) ci[j] += alpha * acc[i][j];
+    } else {
+      for (int64_t j = 0; j < nr; ++j) ci[j] = alpha * acc[i][j];
+    }
+  }
+}
+
 // C[mr x nr] (+)= alpha * a_panel (kc x kMR, packed by k) * b_panel (kc x kNR): a 6 x 16 tile held in
 // twelve vector accumulators.
 EXECUTORCH_VECTOR_CLONES
@@ -37,14 +50,7 @@ void micro_kernel(int64_t kc, const float* __restrict__ ap, const float* __restr
   alignas(32) float acc[kMR][kNR];
   const v8f rows[kMR][2] = {{c00, c01}, {c10, c11}, {c20, c21}, {c30, c31}, {c40, c41}, {c50, c51}};
   std::memcpy(acc, rows, sizeof(acc));
-  for (int64_t i = 0; i < mr; ++i) {
-    float* ci = c + i * ldc;
-    if (accumulate) {
-      for (int64_t j = 0; j < nr; ++j) ci[j] += alpha * acc[i][j];
-    } else {
-      for (int64_t j = 0; j < nr; ++j) ci[j] = alpha * acc[i][j];
-    }
-  }
+  store_tile(acc, c, ldc, mr, nr, alpha, accumulate);
 }
 
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
@@ -65,14 +71,7 @@ __attribute__((target("arch=x86-64-v4"))) void micro_kernel_512(int64_t kc, cons
   alignas(64) float acc[kMR][kNR];
   const v16f rows[kMR] = {c0, c1, c2, c3, c4, c5};
   std::memcpy(acc, rows, sizeof(acc));
-  for (int64_t i = 0; i < mr; ++i) {
-    float* ci = c + i * ldc;
-    if (accumulate) {
-      for (int64_t j = 0; j < nr; ++j) ci[j] += alpha * acc[i][j];
-    } else {
-      for (int64_t j = 0; j < nr; ++j) ci[j] = alpha * acc[i][j];
-    }
-  }
+  store_tile(acc, c, ldc, mr, nr, alpha, accumulate);
 }
 
 // micro_kernel_512 where the CPU has AVX-512, else micro_kernel (its own AVX2 or baseline clone).
