@@ -73,23 +73,17 @@ __attribute__((target("arch=x86-64-v4"))) void micro_kernel_512(int64_t kc, cons
   std::memcpy(acc, rows, sizeof(acc));
   store_tile(acc, c, ldc, mr, nr, alpha, accumulate);
 }
+#endif
 
 // micro_kernel_512 where the CPU has AVX-512, else micro_kernel (its own AVX2 or baseline clone).
 void tile(int64_t kc, const float* ap, const float* bp, int64_t ldb, float* c, int64_t ldc, int64_t mr, int64_t nr,
           float alpha, bool accumulate) {
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
   static const bool avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl");
-  if (avx512) {
-    micro_kernel_512(kc, ap, bp, ldb, c, ldc, mr, nr, alpha, accumulate);
-  } else {
-    micro_kernel(kc, ap, bp, ldb, c, ldc, mr, nr, alpha, accumulate);
-  }
-}
-#else
-void tile(int64_t kc, const float* ap, const float* bp, int64_t ldb, float* c, int64_t ldc, int64_t mr, int64_t nr,
-          float alpha, bool accumulate) {
+  if (avx512) return micro_kernel_512(kc, ap, bp, ldb, c, ldc, mr, nr, alpha, accumulate);
+#endif
   micro_kernel(kc, ap, bp, ldb, c, ldc, mr, nr, alpha, accumulate);
 }
-#endif
 
 // Up to this many rows of A, products with a B whose rows or columns are contiguous skip packing:
 // B is streamed once (a decoding step's matrix-vector products, where packing B would cost as
