@@ -205,15 +205,18 @@ void sgemm(int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t
   // One block of rows of A uses each panel of B once: packing B would cost as much as reading it
   // in place, which rows of B contiguous allow (a linear layer's weight at a prefill chunk).
   const bool in_place = m_blocks == 1 && b_cs == 1;
+  // Only the last, partial panel needs packing where B is read in place; panel jp's packed copy is
+  // at bp + (jp - first_packed) * kNR * kc.
+  const int64_t first_packed = in_place ? n / kNR : 0;
   thread_local std::vector<float> bpack;
-  bpack.resize(static_cast<size_t>(n_panels * kNR * std::min(k, kKC)));
+  bpack.resize(static_cast<size_t>((n_panels - first_packed) * kNR * std::min(k, kKC)));
   float* bp = bpack.data();
   for (int64_t pc = 0; pc < k; pc += kKC) {
     const int64_t kc = std::min(kKC, k - pc);
     // Pack B[pc:pc+kc, :] into kc x kNR panels, zero-padded on the right.
     auto pack_b = [&](int64_t p0, int64_t p1) {
       for (int64_t jp = p0; jp < p1; ++jp) {
-        float* dst = bp + jp * kNR * kc;
+        float* dst = bp + (jp - first_packed) * kNR * kc;
         const int64_t j0 = jp * kNR, nr = std::min(kNR, n - j0);
         if (b_rs == 1 && b_cs != 1) {  // columns of B contiguous (a transposed weight): read them whole
           for (int64_t j = 0; j < kNR; ++j) {
@@ -258,7 +261,7 @@ void sgemm(int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t
           const int64_t j0 = jp * kNR, nr = std::min(kNR, n - j0);
           // A whole panel of a B read in place: its rows, b_rs apart; otherwise the packed panel.
           const bool direct = in_place && nr == kNR;
-          const float* panel = direct ? b + pc * b_rs + j0 : bp + jp * kNR * kc;
+          const float* panel = direct ? b + pc * b_rs + j0 : bp + (jp - first_packed) * kNR * kc;
           for (int64_t ir = 0; ir < mc; ir += kMR) {
             tile(kc, apack.data() + ir * kc, panel, direct ? b_rs : kNR, c + (i0 + ir) * ldc + j0, ldc,
                  std::min(kMR, mc - ir), nr, alpha, true);
@@ -266,8 +269,6 @@ void sgemm(int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t
         }
       }
     };
-    // Only the last, partial panel needs packing where B is read in place.
-    const int64_t first_packed = in_place ? n / kNR : 0;
     if (serial) {
       pack_b(first_packed, n_panels);
       tiles(0, m_blocks * n_groups);
