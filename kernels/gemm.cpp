@@ -73,16 +73,63 @@ __attribute__((target("arch=x86-64-v4"))) void micro_kernel_512(int64_t kc, cons
   std::memcpy(acc, rows, sizeof(acc));
   store_tile(acc, c, ldc, mr, nr, alpha, accumulate);
 }
+
+// Two whole 16-column panels side by side (b0 and b1, both ldb apart by row): a 6 x 32 tile in
+// twelve accumulators, enough independent sums to cover the FMA latency that six leave waiting, and
+// two B loads per six broadcasts of A. Each element sums its products in the same order as above.
+__attribute__((target("arch=x86-64-v4"))) void micro_kernel_512_pair(int64_t kc, const float* __restrict__ ap,
+                                                                     const float* __restrict__ b0p,
+                                                                     const float* __restrict__ b1p, int64_t ldb,
+                                                                     float* __restrict__ c, int64_t ldc, int64_t mr,
+                                                                     float alpha, bool accumulate) {
+  v16f c00 = {}, c01 = {}, c10 = {}, c11 = {}, c20 = {}, c21 = {}, c30 = {}, c31 = {}, c40 = {}, c41 = {}, c50 = {},
+       c51 = {};
+  for (int64_t p = 0; p < kc; ++p, ap += kMR, b0p += ldb, b1p += ldb) {
+    v16f b0, b1;  // unaligned loads
+    std::memcpy(&b0, b0p, sizeof(b0));
+    std::memcpy(&b1, b1p, sizeof(b1));
+    c00 += ap[0] * b0, c01 += ap[0] * b1;
+    c10 += ap[1] * b0, c11 += ap[1] * b1;
+    c20 += ap[2] * b0, c21 += ap[2] * b1;
+    c30 += ap[3] * b0, c31 += ap[3] * b1;
+    c40 += ap[4] * b0, c41 += ap[4] * b1;
+    c50 += ap[5] * b0, c51 += ap[5] * b1;
+  }
+  alignas(64) float acc[2][kMR][kNR];
+  const v16f halves[2][kMR] = {{c00, c10, c20, c30, c40, c50}, {c01, c11, c21, c31, c41, c51}};
+  std::memcpy(acc, halves, sizeof(acc));
+  store_tile(acc[0], c, ldc, mr, kNR, alpha, accumulate);
+  store_tile(acc[1], c + kNR, ldc, mr, kNR, alpha, accumulate);
+}
 #endif
+
+// Whether this CPU runs the AVX-512 tiles.
+bool has_avx512() {
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+  static const bool avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl");
+  return avx512;
+#else
+  return false;
+#endif
+}
 
 // micro_kernel_512 where the CPU has AVX-512, else micro_kernel (its own AVX2 or baseline clone).
 void tile(int64_t kc, const float* ap, const float* bp, int64_t ldb, float* c, int64_t ldc, int64_t mr, int64_t nr,
           float alpha, bool accumulate) {
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-  static const bool avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl");
-  if (avx512) return micro_kernel_512(kc, ap, bp, ldb, c, ldc, mr, nr, alpha, accumulate);
+  if (has_avx512()) return micro_kernel_512(kc, ap, bp, ldb, c, ldc, mr, nr, alpha, accumulate);
 #endif
   micro_kernel(kc, ap, bp, ldb, c, ldc, mr, nr, alpha, accumulate);
+}
+
+// Two whole panels (b0, b1) at once: micro_kernel_512_pair on AVX-512, else one tile() each.
+void tile_pair(int64_t kc, const float* ap, const float* b0, const float* b1, int64_t ldb, float* c, int64_t ldc,
+               int64_t mr, float alpha, bool accumulate) {
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+  if (has_avx512()) return micro_kernel_512_pair(kc, ap, b0, b1, ldb, c, ldc, mr, alpha, accumulate);
+#endif
+  tile(kc, ap, b0, ldb, c, ldc, mr, kNR, alpha, accumulate);
+  tile(kc, ap, b1, ldb, c + kNR, ldc, mr, kNR, alpha, accumulate);
 }
 
 // Up to this many rows of A, products with a B whose rows or columns are contiguous skip packing:
@@ -262,6 +309,15 @@ void sgemm(int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t
           // A whole panel of a B read in place: its rows, b_rs apart; otherwise the packed panel.
           const bool direct = in_place && nr == kNR;
           const float* panel = direct ? b + pc * b_rs + j0 : bp + (jp - first_packed) * kNR * kc;
+          if (jp + 1 < jp_end && n - j0 >= 2 * kNR) {  // this panel and the next, both whole and alike
+            const float* next = direct ? panel + kNR : panel + kNR * kc;
+            for (int64_t ir = 0; ir < mc; ir += kMR) {
+              tile_pair(kc, apack.data() + ir * kc, panel, next, direct ? b_rs : kNR, c + (i0 + ir) * ldc + j0, ldc,
+                        std::min(kMR, mc - ir), alpha, true);
+            }
+            ++jp;
+            continue;
+          }
           for (int64_t ir = 0; ir < mc; ir += kMR) {
             tile(kc, apack.data() + ir * kc, panel, direct ? b_rs : kNR, c + (i0 + ir) * ldc + j0, ldc,
                  std::min(kMR, mc - ir), nr, alpha, true);
