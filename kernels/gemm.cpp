@@ -28,18 +28,19 @@ inline void store_tile(const float (&acc)[kMR][kNR], float* __restrict__ c, int6
   }
 }
 
-// C[mr x nr] (+)= alpha * a_panel (kc x kMR, packed by k) * b_panel (kc x kNR): a 6 x 16 tile held in
-// twelve vector accumulators.
-EXECUTORCH_VECTOR_CLONES
-void micro_kernel(int64_t kc, const float* __restrict__ ap, const float* __restrict__ bp, int64_t ldb,
-                  float* __restrict__ c, int64_t ldc, int64_t mr, int64_t nr, float alpha, bool accumulate) {
-  static_assert(kMR == 6 && kNR == 16, "the tile below is written out for 6 x 16");
-  v8f c00 = {}, c01 = {}, c10 = {}, c11 = {}, c20 = {}, c21 = {}, c30 = {}, c31 = {}, c40 = {}, c41 = {}, c50 = {},
-      c51 = {};
-  for (int64_t p = 0; p < kc; ++p, ap += kMR, bp += ldb) {
-    v8f b0, b1;  // unaligned loads
-    std::memcpy(&b0, bp, sizeof(b0));
-    std::memcpy(&b1, bp + 8, sizeof(b1));
+// sums[i][h] = the sum over p, in order, of ap[p * kMR + i] * (b0p, b1p)[h][p * ldb, + width of V): six
+// rows of A by two vectors of B, twelve accumulators. Inlined into each caller, whose target
+// (AVX2 or AVX-512 clones) sets V's instructions.
+template <typename V>
+__attribute__((always_inline)) inline void six_by_two(int64_t kc, const float* __restrict__ ap,
+                                                      const float* __restrict__ b0p, const float* __restrict__ b1p,
+                                                      int64_t ldb, V (&sums)[kMR][2]) {
+  V c00 = {}, c01 = {}, c10 = {}, c11 = {}, c20 = {}, c21 = {}, c30 = {}, c31 = {}, c40 = {}, c41 = {}, c50 = {},
+    c51 = {};
+  for (int64_t p = 0; p < kc; ++p, ap += kMR, b0p += ldb, b1p += ldb) {
+    V b0, b1;  // unaligned loads
+    std::memcpy(&b0, b0p, sizeof(b0));
+    std::memcpy(&b1, b1p, sizeof(b1));
     c00 += ap[0] * b0, c01 += ap[0] * b1;
     c10 += ap[1] * b0, c11 += ap[1] * b1;
     c20 += ap[2] * b0, c21 += ap[2] * b1;
@@ -47,8 +48,19 @@ void micro_kernel(int64_t kc, const float* __restrict__ ap, const float* __restr
     c40 += ap[4] * b0, c41 += ap[4] * b1;
     c50 += ap[5] * b0, c51 += ap[5] * b1;
   }
+  sums[0][0] = c00, sums[0][1] = c01, sums[1][0] = c10, sums[1][1] = c11, sums[2][0] = c20, sums[2][1] = c21;
+  sums[3][0] = c30, sums[3][1] = c31, sums[4][0] = c40, sums[4][1] = c41, sums[5][0] = c50, sums[5][1] = c51;
+}
+
+// C[mr x nr] (+)= alpha * a_panel (kc x kMR, packed by k) * b_panel (kc x kNR): a 6 x 16 tile held in
+// twelve vector accumulators.
+EXECUTORCH_VECTOR_CLONES
+void micro_kernel(int64_t kc, const float* __restrict__ ap, const float* __restrict__ bp, int64_t ldb,
+                  float* __restrict__ c, int64_t ldc, int64_t mr, int64_t nr, float alpha, bool accumulate) {
+  static_assert(kMR == 6 && kNR == 16, "the tile below is written out for 6 x 16");
+  v8f rows[kMR][2];
+  six_by_two(kc, ap, bp, bp + 8, ldb, rows);
   alignas(32) float acc[kMR][kNR];
-  const v8f rows[kMR][2] = {{c00, c01}, {c10, c11}, {c20, c21}, {c30, c31}, {c40, c41}, {c50, c51}};
   std::memcpy(acc, rows, sizeof(acc));
   store_tile(acc, c, ldc, mr, nr, alpha, accumulate);
 }
@@ -82,22 +94,12 @@ __attribute__((target("arch=x86-64-v4"))) void micro_kernel_512_pair(int64_t kc,
                                                                      const float* __restrict__ b1p, int64_t ldb,
                                                                      float* __restrict__ c, int64_t ldc, int64_t mr,
                                                                      float alpha, bool accumulate) {
-  v16f c00 = {}, c01 = {}, c10 = {}, c11 = {}, c20 = {}, c21 = {}, c30 = {}, c31 = {}, c40 = {}, c41 = {}, c50 = {},
-       c51 = {};
-  for (int64_t p = 0; p < kc; ++p, ap += kMR, b0p += ldb, b1p += ldb) {
-    v16f b0, b1;  // unaligned loads
-    std::memcpy(&b0, b0p, sizeof(b0));
-    std::memcpy(&b1, b1p, sizeof(b1));
-    c00 += ap[0] * b0, c01 += ap[0] * b1;
-    c10 += ap[1] * b0, c11 += ap[1] * b1;
-    c20 += ap[2] * b0, c21 += ap[2] * b1;
-    c30 += ap[3] * b0, c31 += ap[3] * b1;
-    c40 += ap[4] * b0, c41 += ap[4] * b1;
-    c50 += ap[5] * b0, c51 += ap[5] * b1;
-  }
+  v16f rows[kMR][2];
+  six_by_two(kc, ap, b0p, b1p, ldb, rows);
   alignas(64) float acc[2][kMR][kNR];
-  const v16f halves[2][kMR] = {{c00, c10, c20, c30, c40, c50}, {c01, c11, c21, c31, c41, c51}};
-  std::memcpy(acc, halves, sizeof(acc));
+  for (int64_t i = 0; i < kMR; ++i) {
+    for (int h = 0; h < 2; ++h) std::memcpy(acc[h][i], &rows[i][h], sizeof(rows[i][h]));
+  }
   store_tile(acc[0], c, ldc, mr, kNR, alpha, accumulate);
   store_tile(acc[1], c + kNR, ldc, mr, kNR, alpha, accumulate);
 }
