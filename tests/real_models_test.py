@@ -161,6 +161,11 @@ def _families() -> dict:
                                          torch.gather(x, 3, (i % 10).view(1, 1, 1, -1).expand(2, 8, 12, 5)),
                                          x.scatter(3, (i % 10).view(1, 1, 1, -1).expand(2, 8, 12, 5), 1.5),
                                          x.masked_fill(x > 0.5, -1.0), x.index_put((i % 2, i), torch.tensor(3.0)),
+                                         # whole rows put (a cache's positions), rows broadcast, accumulated
+                                         x.index_put((i % 2, i), x[0, :5] * 2),
+                                         torch.ops.aten.index_put(x, [None, None, i], x[:, :, :5] * 2),
+                                         torch.ops.aten.index_put(x, [None, None, i], x[:, :, :5, :1]),
+                                         torch.ops.aten.index_put(x, [None, None, i], x[:, :, :5] * 2, True),
                                          torch.select_scatter(x, torch.zeros_like(x[:, :, 3]), 2, 3),
                                          torch.slice_scatter(x, torch.zeros_like(x[:, :, 1:9:2]), 2, 1, 9, 2))),
                      (*_IMG, torch.tensor([3, 0, 7, 1, 5]))),
