@@ -28,9 +28,9 @@ inline void store_tile(const float (&acc)[kMR][kNR], float* __restrict__ c, int6
   }
 }
 
-// sums[i][h] = the sum over p, in order, of ap[p * kMR + i] * (b0p, b1p)[h][p * ldb, + width of V): six
-// rows of A by two vectors of B, twelve accumulators. Inlined into each caller, whose target
-// (AVX2 or AVX-512 clones) sets V's instructions.
+// sums[i][h] = the sum over p, in order, of ap[p * kMR + i] times the vector V at (h ? b1p : b0p) +
+// p * ldb: six rows of A by two vectors of B, twelve accumulators. Inlined into each caller, whose
+// target (the AVX2 clone, or AVX-512) sets V's instructions.
 template <typename V>
 __attribute__((always_inline)) inline void six_by_two(int64_t kc, const float* __restrict__ ap,
                                                       const float* __restrict__ b0p, const float* __restrict__ b1p,
