@@ -311,18 +311,19 @@ void sgemm(int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t
           // A whole panel of a B read in place: its rows, b_rs apart; otherwise the packed panel.
           const bool direct = in_place && nr == kNR;
           const float* panel = direct ? b + pc * b_rs + j0 : bp + (jp - first_packed) * kNR * kc;
+          const int64_t ldb = direct ? b_rs : kNR;
           if (jp + 1 < jp_end && n - j0 >= 2 * kNR) {  // this panel and the next, both whole and alike
             const float* next = direct ? panel + kNR : panel + kNR * kc;
             for (int64_t ir = 0; ir < mc; ir += kMR) {
-              tile_pair(kc, apack.data() + ir * kc, panel, next, direct ? b_rs : kNR, c + (i0 + ir) * ldc + j0, ldc,
+              tile_pair(kc, apack.data() + ir * kc, panel, next, ldb, c + (i0 + ir) * ldc + j0, ldc,
                         std::min(kMR, mc - ir), alpha, true);
             }
             ++jp;
             continue;
           }
           for (int64_t ir = 0; ir < mc; ir += kMR) {
-            tile(kc, apack.data() + ir * kc, panel, direct ? b_rs : kNR, c + (i0 + ir) * ldc + j0, ldc,
-                 std::min(kMR, mc - ir), nr, alpha, true);
+            tile(kc, apack.data() + ir * kc, panel, ldb, c + (i0 + ir) * ldc + j0, ldc, std::min(kMR, mc - ir), nr,
+                 alpha, true);
           }
         }
       }

@@ -366,6 +366,12 @@ Error index_put(KernelRuntimeContext&, Args args) {
     std::memmove(out->mutable_data_ptr(), self->const_data_ptr(), out->nbytes());
   }
   int64_t coord[2 * kMaxDim];
+  auto value_offset = [&](int64_t i) {  // the element of values put at element i of the indexed shape
+    unravel(i, dim, sizes, coord);
+    int64_t v = 0;
+    for (int d = 0; d < dim; ++d) v += coord[d] * vstrides[d];
+    return v;
+  };
   // Where self's last dimension is not indexed and lies contiguous in self, out and values of self's
   // dtype (the head rows put into a key/value cache), each row is one copy rather than a load and a
   // store per element: the indexed walk covers the rows' first elements only.
@@ -377,17 +383,12 @@ Error index_put(KernelRuntimeContext&, Args args) {
     const size_t es = self->element_size();
     sizes[dim - 1] = 1;
     return for_each_indexed(*self, ix, sizes, dim, op, [&](int64_t i, int64_t off) {
-      unravel(i, dim, sizes, coord);
-      int64_t v = 0;
-      for (int d = 0; d < dim; ++d) v += coord[d] * vstrides[d];
-      std::memmove(mutable_bytes(*out) + off * es, bytes(*values) + v * es, static_cast<size_t>(run) * es);
+      std::memmove(mutable_bytes(*out) + off * es, bytes(*values) + value_offset(i) * es,
+                   static_cast<size_t>(run) * es);
     });
   }
   return for_each_indexed(*self, ix, sizes, dim, op, [&](int64_t i, int64_t off) {
-    unravel(i, dim, sizes, coord);
-    int64_t v = 0;
-    for (int d = 0; d < dim; ++d) v += coord[d] * vstrides[d];
-    const double x = load<double>(*values, v);
+    const double x = load<double>(*values, value_offset(i));
     store<double>(*out, off, accumulate ? load<double>(*out, off) + x : x);
   });
 }
