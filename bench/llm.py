@@ -1,7 +1,7 @@
 """Generation speed of executorch.llm against transformers' generate, same process, same prompt.
 
     python bench/llm.py [--hidden 512] [--intermediate N] [--layers 8] [--heads 8] [--kv-heads 4] [--vocab 32000]
-                        [--context 512] [--prompt 128] [--new 64] [--chunk 32]
+                        [--context 512] [--prompt 128] [--new 64] [--chunk 128]
                         [--dtypes float32,bfloat16,int8_weight_only,int4]
                         [--threads N] [--repeat 3] [--device cpu|cuda] [--bandwidth BYTES_PER_S]
                         [--kernels N] [--batch B] [--xnnpack]
@@ -125,7 +125,7 @@ def median_of(repeat: int, fn: Callable[[], Run]) -> Run:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     for flag, default in (("--hidden", 512), ("--layers", 8), ("--heads", 8), ("--kv-heads", 4), ("--vocab", 32000),
-                          ("--context", 512), ("--prompt", 128), ("--new", 64), ("--chunk", 32), ("--repeat", 3),
+                          ("--context", 512), ("--prompt", 128), ("--new", 64), ("--chunk", 128), ("--repeat", 3),
                           ("--threads", os.cpu_count() or 1), ("--batch", 1)):
         parser.add_argument(flag, type=int, default=default)
     parser.add_argument("--dtypes", default="float32,bfloat16,int8_weight_only,int4")

@@ -6,12 +6,14 @@
 
 #include <executorch/kernels/gemm.h>
 #include <executorch/kernels/kernel_util.h>
+#include <executorch/kernels/vector_math.h>
 
 namespace executorch {
 namespace kernels {
 namespace {
 
 constexpr const char* kOp = "aten::scaled_dot_product_attention";
+constexpr int64_t kQueryBlock = 64;  // queries of one head per task
 
 // The shapes of one call. Leading dimensions (all but the last three) are the batch; the third
 // from last counts heads: query [..., q_heads, L, E], key [..., kv_heads, S, E],
@@ -97,46 +99,95 @@ Error scaled_dot_product_attention(KernelRuntimeContext&, Args args) {
   const bool* bool_mask = mask && mask->scalar_type() == ScalarType::Bool ? mask->data_ptr<bool>() : nullptr;
   const float* added_mask = mask && !bool_mask ? mask->data_ptr<float>() : nullptr;
   const int64_t group = s.kv_heads ? s.q_heads / s.kv_heads : 1;
-  const int64_t rows = s.batch * s.q_heads * s.q_len;
   const int r = s.rank;
-  extension::threadpool::parallel_for(0, rows, 4, [&](int64_t r0, int64_t r1) {
-    std::vector<float> p(static_cast<size_t>(s.kv_len));
-    for (int64_t row = r0; row < r1; ++row) {
-      const int64_t i = row % s.q_len, bh = row / s.q_len;
+  constexpr float kHidden = -std::numeric_limits<float>::infinity();
+  // Whether the mask hides key j from the query whose mask row starts at `mask_row`: false, or
+  // -inf added (a language model's cache past the position).
+  auto hidden = [&](int64_t mask_row, int64_t j) {
+    const int64_t at = mask_row + j * mask_strides[r - 1];
+    return (bool_mask && !bool_mask[at]) || (added_mask && added_mask[at] == kHidden);
+  };
+  // Each query's visible keys lie in [first, last): what causality and the mask's hidden ends leave.
+  // The span depends on the mask's offset for the query's batch entry and head, which a mask that
+  // broadcasts over heads (a language model's) shares: spans are found once per distinct offset.
+  const int64_t heads = s.batch * s.q_heads;
+  std::vector<int64_t> head_row(static_cast<size_t>(heads)), distinct, span_set(static_cast<size_t>(heads));
+  for (int64_t bh = 0; bh < heads; ++bh) {
+    int64_t offset = 0;
+    for (int64_t rem = bh, d = r - 3; d >= 0; --d) {
+      offset += (rem % s.scores[d]) * mask_strides[d];
+      rem /= s.scores[d];
+    }
+    head_row[static_cast<size_t>(bh)] = offset;
+    const auto found = std::find(distinct.begin(), distinct.end(), offset);
+    span_set[static_cast<size_t>(bh)] = found - distinct.begin();
+    if (found == distinct.end()) distinct.push_back(offset);
+  }
+  std::vector<std::pair<int64_t, int64_t>> spans(distinct.size() * static_cast<size_t>(s.q_len));
+  extension::threadpool::parallel_for(0, static_cast<int64_t>(spans.size()), 64, [&](int64_t a, int64_t z) {
+    for (int64_t x = a; x < z; ++x) {
+      const int64_t i = x % s.q_len, mask_row = distinct[static_cast<size_t>(x / s.q_len)] + i * mask_strides[r - 2];
+      int64_t f = 0, l = causal ? std::min(s.kv_len, i + 1) : s.kv_len;
+      if (mask) {
+        while (f < l && hidden(mask_row, f)) ++f;
+        while (l > f && hidden(mask_row, l - 1)) --l;
+      }
+      spans[static_cast<size_t>(x)] = {f, l};
+    }
+  });
+  // A task is a block of one head's queries: its scores against the keys any of them sees are one
+  // matrix product, softmax runs along each row, and the weighted values are a second product.
+  const int64_t blocks = (s.q_len + kQueryBlock - 1) / kQueryBlock;
+  extension::threadpool::parallel_for(0, heads * blocks, 1, [&](int64_t t0, int64_t t1) {
+    thread_local std::vector<float> scores;
+    for (int64_t t = t0; t < t1; ++t) {
+      const int64_t bh = t / blocks, i0 = t % blocks * kQueryBlock;
+      const int64_t rows = std::min(kQueryBlock, s.q_len - i0);
       const int64_t b = bh / s.q_heads, h = bh % s.q_heads;
-      const float* qi = qd + row * s.head_dim;
-      const float* kb = kd + (b * s.kv_heads + h / group) * s.kv_len * s.head_dim;
-      const float* vb = vd + (b * s.kv_heads + h / group) * s.kv_len * s.value_dim;
-      int64_t mask_row = i * mask_strides[r - 2];
-      for (int64_t rem = bh, d = r - 3; d >= 0; --d) {  // the mask's offset for this batch entry and head
-        mask_row += (rem % s.scores[d]) * mask_strides[d];
-        rem /= s.scores[d];
+      const std::pair<int64_t, int64_t>* span = spans.data() + span_set[static_cast<size_t>(bh)] * s.q_len + i0;
+      int64_t lo = s.kv_len, hi = 0;  // the union of the block's spans
+      for (int64_t q_row = 0; q_row < rows; ++q_row) {
+        if (span[q_row].first < span[q_row].second) {
+          lo = std::min(lo, span[q_row].first), hi = std::max(hi, span[q_row].second);
+        }
       }
-      const int64_t keys = causal ? std::min(s.kv_len, i + 1) : s.kv_len;
-      constexpr float kHidden = -std::numeric_limits<float>::infinity();
-      float mx = kHidden;
-      for (int64_t j = 0; j < keys; ++j) {
-        // A key the mask hides (false, or -inf added: a language model's cache past the position)
-        // is skipped, its product with the query never taken.
-        const int64_t at = mask_row + j * mask_strides[r - 1];
-        const float added = added_mask ? added_mask[at] : 0.f;
-        const bool hidden = (bool_mask && !bool_mask[at]) || added == kHidden;
-        const float score =
-            hidden ? kHidden : dot(qi, kb + j * s.head_dim, s.head_dim) * static_cast<float>(scale) + added;
-        p[static_cast<size_t>(j)] = score;
-        mx = std::max(mx, score);
+      float* ob = od + (bh * s.q_len + i0) * s.value_dim;
+      if (hi <= lo) {  // no query of the block may attend to anything: zeros
+        std::fill(ob, ob + rows * s.value_dim, 0.f);
+        continue;
       }
-      float* oi = od + row * s.value_dim;
-      std::fill(oi, oi + s.value_dim, 0.f);
-      if (mx == kHidden) continue;
-      float sum = 0.f;
-      for (int64_t j = 0; j < keys; ++j) {
-        if (p[static_cast<size_t>(j)] == kHidden) continue;  // weight 0
-        const float w = std::exp(p[static_cast<size_t>(j)] - mx);
-        sum += w;
-        for (int64_t e = 0; e < s.value_dim; ++e) oi[e] += w * vb[j * s.value_dim + e];
+      const int64_t width = hi - lo, kv = b * s.kv_heads + h / group;
+      scores.resize(static_cast<size_t>(rows * width));
+      float* sc = scores.data();
+      sgemm(rows, width, s.head_dim, static_cast<float>(scale), qd + (bh * s.q_len + i0) * s.head_dim, s.head_dim, 1,
+            kd + (kv * s.kv_len + lo) * s.head_dim, 1, s.head_dim, 0.f, sc, width);
+      float inverse[kQueryBlock];
+      for (int64_t q_row = 0; q_row < rows; ++q_row) {
+        float* row = sc + q_row * width;
+        const int64_t mask_row = head_row[static_cast<size_t>(bh)] + (i0 + q_row) * mask_strides[r - 2];
+        float mx = kHidden;
+        for (int64_t j = lo; j < hi; ++j) {
+          float& x = row[j - lo];
+          if (j < span[q_row].first || j >= span[q_row].second || (mask && hidden(mask_row, j))) {
+            x = kHidden;
+          } else if (added_mask) {
+            x += added_mask[mask_row + j * mask_strides[r - 1]];
+          }
+          mx = std::max(mx, x);
+        }
+        if (mx == kHidden) {  // this query sees no key: its weights, and so its output, are zero
+          std::fill(row, row + width, 0.f);
+          inverse[q_row] = 0.f;
+          continue;
+        }
+        inverse[q_row] = 1.f / exp_shifted(row, mx, row, width);
       }
-      for (int64_t e = 0; e < s.value_dim; ++e) oi[e] /= sum;
+      sgemm(rows, s.value_dim, width, 1.f, sc, width, 1, vd + (kv * s.kv_len + lo) * s.value_dim, s.value_dim, 1, 0.f,
+            ob, s.value_dim);
+      for (int64_t q_row = 0; q_row < rows; ++q_row) {
+        float* o = ob + q_row * s.value_dim;
+        for (int64_t e = 0; e < s.value_dim; ++e) o[e] *= inverse[q_row];
+      }
     }
   });
   return Error::Ok;

@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include <executorch/kernels/kernel_util.h>
+#include <executorch/kernels/vector_math.h>
 
 namespace executorch {
 namespace kernels {
@@ -335,7 +336,10 @@ Error where(KernelRuntimeContext&, Args args) {
   }
 UNARY(neg, "aten::neg", -x)
 UNARY(relu, "aten::relu", x > 0 ? x : decltype(x)(0))
-UNARY(silu, "aten::silu", x / (1 + std::exp(-x)))
+Error silu_(KernelRuntimeContext&, Args args) {
+  return unary(
+      args, "aten::silu", 2, [](auto x) { return x / (1 + std::exp(-x)); }, silu);
+}
 UNARY(sigmoid, "aten::sigmoid", 1 / (1 + std::exp(-x)))
 UNARY(tanh_, "aten::tanh", std::tanh(x))
 UNARY(exp_, "aten::exp", std::exp(x))
@@ -582,7 +586,7 @@ const runtime::Kernel kKernels[] = {
     {"aten::neg", neg},
     {"aten::relu", relu},
     {"aten::gelu", gelu},
-    {"aten::silu", silu},
+    {"aten::silu", silu_},
     {"aten::sigmoid", sigmoid},
     {"aten::tanh", tanh_},
     {"aten::exp", exp_},

@@ -4,8 +4,10 @@
 // arguments (count, kinds, dtypes, shapes of the planned outputs) before touching memory: a
 // program is untrusted input, and a mismatch is an Error, never a crash.
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 
 #include <executorch/extension/threadpool/threadpool.h>
 #include <executorch/runtime/core/evalue.h>
@@ -231,8 +233,9 @@ inline void for_each_broadcast(const Tensor& out, const int64_t (&strides)[N][ru
 
 // out = f(self) elementwise for tensors of one element count: float32 in float, other dtypes
 // (integers, float16, bfloat16, float64) through double. f is generic in its argument type.
-template <typename F>
-inline Error unary(Args args, const char* op, size_t n, F f) {
+// `floats`, where given, computes float32 runs instead: floats(in, out, count), vectorized.
+template <typename F, typename Floats = std::nullptr_t>
+inline Error unary(Args args, const char* op, size_t n, F f, Floats floats = nullptr) {
   Tensor *in, *out;
   ET_TRY(input_output(args, n, op, &in, &out));
   KCHECK(is_supported_dtype(in->scalar_type()) && is_supported_dtype(out->scalar_type()),
@@ -242,7 +245,11 @@ inline Error unary(Args args, const char* op, size_t n, F f) {
     const float* x = in->data_ptr<float>();
     float* y = out->data_ptr<float>();
     extension::threadpool::parallel_for(0, in->numel(), 16384, [&](int64_t i0, int64_t i1) {
-      for (int64_t i = i0; i < i1; ++i) y[i] = static_cast<float>(f(x[i]));
+      if constexpr (std::is_same_v<Floats, std::nullptr_t>) {
+        for (int64_t i = i0; i < i1; ++i) y[i] = static_cast<float>(f(x[i]));
+      } else {
+        floats(x + i0, y + i0, i1 - i0);
+      }
     });
     return Error::Ok;
   }

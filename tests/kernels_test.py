@@ -83,6 +83,36 @@ CASES.update({
 })
 
 
+def _cache_mask(queries: int, keys: int, positions: list[int]) -> torch.Tensor:
+    """A language model's additive mask over a static cache, [batch, 1, queries, keys]: the query at
+    row i of batch entry b sees keys up to positions[b] + i, and -inf hides the rest."""
+    mask = torch.full((len(positions), 1, queries, keys), float("-inf"))
+    for b, p in enumerate(positions):
+        for i in range(queries):
+            mask[b, 0, i, : p + i + 1] = 0.0
+    return mask
+
+
+_HOLES = torch.rand(70, 90) > 0.4
+_HOLES[3] = False
+_HOLES[:, :5] = False  # no query sees the first keys
+# Queries in more than one block of the kernel's (64 rows of a head), keys spanning several GEMM
+# panels, and masks whose visible spans differ by batch entry and by row.
+CASES.update({
+    "sdpa_blocks_causal_gqa": (lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True),
+                               (r(1, 4, 80, 16), r(1, 2, 80, 16), r(1, 2, 80, 16))),
+    "sdpa_cache_prefill": (lambda q, k, v, m: F.scaled_dot_product_attention(q, k, v, attn_mask=m, enable_gqa=True),
+                           (r(1, 4, 70, 16), r(1, 2, 200, 16), r(1, 2, 200, 24), _cache_mask(70, 200, [50]))),
+    "sdpa_cache_decode": (lambda q, k, v, m: F.scaled_dot_product_attention(q, k, v, attn_mask=m, enable_gqa=True),
+                          (r(2, 4, 1, 32), r(2, 2, 300, 32), r(2, 2, 300, 32), _cache_mask(1, 300, [7, 250]))),
+    "sdpa_bool_holes": (lambda q, k, v, m: F.scaled_dot_product_attention(q, k, v, attn_mask=m),
+                        (r(2, 2, 70, 8), r(2, 2, 90, 8), r(2, 2, 90, 8), _HOLES)),
+    # The vectorized exponential's range: large arguments either way, infinities and NaN.
+    "silu_wide": (lambda a: F.silu(a), (torch.cat([r(997) * 40, torch.tensor([-100.0, 100.0, 89.0, -88.0, float("inf"),
+                                                                                float("-inf"), float("nan")])]),)),
+})
+
+
 class Linear(torch.nn.Module):
     def __init__(self):
         super().__init__()

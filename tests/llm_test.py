@@ -347,6 +347,12 @@ def test_generate_refuses_bad_prompts() -> None:
         export_llm(_model("llama"), max_seq_len=16, prefill_chunk=32)
 
 
+def test_default_prefill_chunk_is_128_tokens_or_the_cache() -> None:
+    """Without prefill_chunk, a chunk is 128 tokens, or the whole cache where that is shorter."""
+    assert TextGenerator(Runtime.get().load_program(export_llm(_model("llama"), max_seq_len=16))).chunk == 16
+    assert TextGenerator(Runtime.get().load_program(export_llm(_model("llama"), max_seq_len=200))).chunk == 128
+
+
 def _run_shared_counter(program: Any) -> tuple[Any, tuple[Any, Any]]:
     """Two methods of `program` (a Counter) sharing one state, run in turn against torch: outputs
     and the buffers read back match; reset() restores the initial contents. Returns the state and

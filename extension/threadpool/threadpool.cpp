@@ -1,6 +1,7 @@
 #include <executorch/extension/threadpool/threadpool.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <mutex>
 #include <thread>
@@ -30,15 +31,14 @@ class Pool {
  public:
   Pool() { resize(default_threads()); }
 
-  size_t threads() {
-    std::lock_guard<std::mutex> lock(submit_);  // not while resize() replaces the pool
-    return pthreadpool_get_threads_count(pool_);
-  }
+  // Read without the lock: a kernel running inside a job (which holds it) asks too.
+  size_t threads() const { return threads_.load(std::memory_order_relaxed); }
 
   void resize(size_t threads) {
     std::lock_guard<std::mutex> lock(submit_);
     if (pool_ != nullptr) pthreadpool_destroy(pool_);
     pool_ = pthreadpool_create(std::max<size_t>(threads, 1));
+    threads_.store(pthreadpool_get_threads_count(pool_), std::memory_order_relaxed);
   }
 
   pthreadpool_t get() {
@@ -71,6 +71,7 @@ class Pool {
 
   std::mutex submit_;  // one job (or resize) at a time
   pthreadpool_t pool_ = nullptr;
+  std::atomic<size_t> threads_{1};
 };
 
 Pool& pool() {
