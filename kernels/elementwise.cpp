@@ -526,6 +526,16 @@ Error rope(KernelRuntimeContext&, Args args) {
   const int64_t width = out->size(out->dim() - 1), half = width / 2, step = strides[0][out->dim() - 1];
   const float *px = x->data_ptr<float>(), *pc = cos->data_ptr<float>(), *ps = sin->data_ptr<float>();
   float* po = out->data_ptr<float>();
+  const int last = out->dim() - 1;
+  if (step == 1 && strides[1][last] == 1 && strides[2][last] == 1) {  // rows contiguous: two vectorized halves
+    for_each_broadcast_row<3>(*out, strides, [&](int64_t r, const int64_t* base) {
+      const float *xr = px + base[0], *cr = pc + base[1], *sr = ps + base[2];
+      float* o = po + r * width;
+      for (int64_t d = 0; d < half; ++d) o[d] = xr[d] * cr[d] - xr[d + half] * sr[d];
+      for (int64_t d = half; d < width; ++d) o[d] = xr[d] * cr[d] + xr[d - half] * sr[d];
+    });
+    return Error::Ok;
+  }
   for_each_broadcast<3>(*out, strides, [&](int64_t i, const int64_t* offs) {
     const int64_t d = i % width;
     const float partner = d < half ? -px[offs[0] + half * step] : px[offs[0] - half * step];

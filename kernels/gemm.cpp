@@ -38,6 +38,9 @@ __attribute__((always_inline)) inline void six_by_two(int64_t kc, const float* _
   V c00 = {}, c01 = {}, c10 = {}, c11 = {}, c20 = {}, c21 = {}, c30 = {}, c31 = {}, c40 = {}, c41 = {}, c50 = {},
     c51 = {};
   for (int64_t p = 0; p < kc; ++p, ap += kMR, b0p += ldb, b1p += ldb) {
+    // B read in place has rows a weight's width apart, a stride the hardware prefetchers miss.
+    __builtin_prefetch(b0p + 8 * ldb);
+    __builtin_prefetch(b1p + 8 * ldb);
     V b0, b1;  // unaligned loads
     std::memcpy(&b0, b0p, sizeof(b0));
     std::memcpy(&b1, b1p, sizeof(b1));
@@ -251,9 +254,10 @@ void sgemm(int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t
   const int64_t panels_per_group = (n_panels + n_groups - 1) / n_groups;
   // Small products run on the calling thread: waking the pool costs more than they do.
   const bool serial = m * n * k < 64 * 64 * 64;
-  // One block of rows of A uses each panel of B once: packing B would cost as much as reading it
-  // in place, which rows of B contiguous allow (a linear layer's weight at a prefill chunk).
-  const bool in_place = m_blocks == 1 && b_cs == 1;
+  // One or two blocks of rows of A (a prefill chunk of up to 192 rows) use each panel of B once or
+  // twice: packing B would cost about as much as reading it in place, which rows of B contiguous
+  // allow (a linear layer's weight). With more blocks, packed panels are reread faster.
+  const bool in_place = m_blocks <= 2 && b_cs == 1;
   // Only the last, partial panel needs packing where B is read in place; panel jp's packed copy is
   // at bp + (jp - first_packed) * kNR * kc.
   const int64_t first_packed = in_place ? n / kNR : 0;

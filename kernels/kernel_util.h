@@ -203,10 +203,12 @@ inline Error broadcast_strides(const Tensor& in, const Tensor& out, const char* 
   return Error::Ok;
 }
 
-// Calls f(out_index, offsets[0..N)) for every element of `out`, where offsets[k] indexes input k
-// under broadcasting; parallel over rows of the innermost dimension.
+// Calls f(row, base[0..N)) for every row of `out`'s innermost dimension, where base[k] indexes the
+// row's first element in input k under broadcasting (strides[k][dim - 1] apart along the row);
+// parallel over rows.
 template <int N, typename F>
-inline void for_each_broadcast(const Tensor& out, const int64_t (&strides)[N][runtime::kTensorDimensionLimit], F f) {
+inline void for_each_broadcast_row(const Tensor& out, const int64_t (&strides)[N][runtime::kTensorDimensionLimit],
+                                   F f) {
   const int dim = out.dim();
   const int64_t inner = dim == 0 ? 1 : out.size(dim - 1);
   const int64_t rows = inner == 0 ? 0 : out.numel() / inner;
@@ -220,15 +222,26 @@ inline void for_each_broadcast(const Tensor& out, const int64_t (&strides)[N][ru
                                             rem /= out.size(d);
                                             for (int k = 0; k < N; ++k) base[k] += idx * strides[k][d];
                                           }
-                                          int64_t step[N];
-                                          for (int k = 0; k < N; ++k) step[k] = dim == 0 ? 0 : strides[k][dim - 1];
-                                          for (int64_t i = 0; i < inner; ++i) {
-                                            int64_t offs[N];
-                                            for (int k = 0; k < N; ++k) offs[k] = base[k] + i * step[k];
-                                            f(r * inner + i, offs);
-                                          }
+                                          f(r, static_cast<const int64_t*>(base));
                                         }
                                       });
+}
+
+// Calls f(out_index, offsets[0..N)) for every element of `out`, where offsets[k] indexes input k
+// under broadcasting; parallel over rows of the innermost dimension.
+template <int N, typename F>
+inline void for_each_broadcast(const Tensor& out, const int64_t (&strides)[N][runtime::kTensorDimensionLimit], F f) {
+  const int dim = out.dim();
+  const int64_t inner = dim == 0 ? 1 : out.size(dim - 1);
+  int64_t step[N];
+  for (int k = 0; k < N; ++k) step[k] = dim == 0 ? 0 : strides[k][dim - 1];
+  for_each_broadcast_row<N>(out, strides, [&](int64_t r, const int64_t* base) {
+    for (int64_t i = 0; i < inner; ++i) {
+      int64_t offs[N];
+      for (int k = 0; k < N; ++k) offs[k] = base[k] + i * step[k];
+      f(r * inner + i, offs);
+    }
+  });
 }
 
 // out = f(self) elementwise for tensors of one element count: float32 in float, other dtypes

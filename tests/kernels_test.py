@@ -182,10 +182,11 @@ def test_linear_layer() -> None:
     run(Linear(), (r(3, 12),))
 
 
-@pytest.mark.parametrize("rows", [5, 40, 100])
+@pytest.mark.parametrize("rows", [5, 40, 100, 200])
 def test_linear_layer_across_the_gemm_blocks(rows: int) -> None:
-    """Products of more rows than the GEMV takes: up to 96 rows read the weight in place but for its last,
-    partial panel of 16 columns (here 37 = 2 x 16 + 5); 100 rows pack it. 300 inputs span two depth blocks."""
+    """Products of more rows than the GEMV takes: up to 192 rows (two blocks of 96) read the weight in place
+    but for its last, partial panel of 16 columns (here 37 = 2 x 16 + 5); 200 rows pack it. 300 inputs span
+    two depth blocks."""
     torch.manual_seed(rows)
     run(torch.nn.Linear(300, 37).eval(), (r(rows, 300),))
 
