@@ -47,7 +47,7 @@ void strided_copy_as(const Tensor& in, const Tensor& out, const int64_t* in_stri
       T* o = dst + r * inner;
       const T* i = src + off;
       if (step == 1) {
-        std::memcpy(o, i, inner * sizeof(T));
+        if (o != i) std::memcpy(o, i, inner * sizeof(T));  // a permute that keeps the layout may share memory
       } else {
         for (int64_t k = 0; k < inner; ++k) o[k] = i[k * step];
       }

@@ -95,6 +95,36 @@ def test_sizes_computed_from_an_input_size() -> None:
             assert_close(o, r)
 
 
+class Views(torch.nn.Module):
+    """A view, a permute that moves a dimension of size 1 only, and one that moves the batch."""
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        y = (x + 1).view(x.shape[0], 3, 4)
+        return y.unsqueeze(0).permute(1, 0, 2, 3) * 2, y.permute(1, 0, 2) - 1
+
+
+def _offsets(plan: Any, op: str) -> list[tuple[int, int]]:
+    """(input offset, output offset) in planned memory of each call of `op`."""
+    return [(plan.tensor(i.args[0]).mem_offset, plan.tensor(i.args[-1]).mem_offset) for i in plan.instructions
+            if plan.operators[i.op_index][0] == op]
+
+
+@pytest.mark.parametrize("dynamic", [False, True])
+def test_views_share_their_inputs_memory(dynamic: bool) -> None:
+    """A view's output is planned on its input's bytes (its kernel then copies nothing), and so is a
+    permute's that keeps the layout, unless a bounded size (which may be 1 at run time) is involved."""
+    model = Views().eval()
+    shapes = {"x": {0: Dim("batch", min=2, max=8)}} if dynamic else None
+    pte = export(model, (torch.randn(4, 12),), dynamic_shapes=shapes)
+    plan = deserialize(pte).plans[0]
+    assert [a == b for a, b in _offsets(plan, "aten::view")] == [True]
+    assert sorted(a == b for a, b in _offsets(plan, "aten::permute")) == [False, not dynamic]
+    for batch in (2, 5, 8) if dynamic else (4,):
+        x = torch.randn(batch, 12)
+        for o, r in zip(run(pte, x), model(x)):
+            assert_close(o, r)
+
+
 def test_convolution_batch() -> None:
     torch.manual_seed(1)
     model = Conv().eval()

@@ -17,8 +17,8 @@ import torch
 from executorch.export import _dtypes
 from executorch.export._dynamic import SymbolicSizes
 from executorch.export._errors import ExportError, UnsupportedOperatorError
-from executorch.export._partition import CUDA, XNNPACK
-from executorch.export._planner import Allocation, plan
+from executorch.export._partition import CUDA, XNNPACK, place, roots
+from executorch.export._planner import Allocation
 from executorch.export import _fusions
 from executorch.export._quantize import quantize_linear_int4, quantize_linear_int8, quantize_linear_int8_weight_only
 from executorch.export._recurrent import add_recurrent_decompositions
@@ -675,10 +675,8 @@ def _lower(ep: torch.export.ExportedProgram, name: str, supported: set[str], wid
     for index in low.plan.inputs + low.plan.outputs:
         if index in low.allocations:
             low.allocations[index].last_use = step
-    size = plan(list(low.allocations.values()))
-    for index, allocation in low.allocations.items():
-        low.plan.tensor(index).mem_offset = allocation.offset
-    low.plan.buffer_sizes = [size]
+    # A view's output shares its input's memory, so its kernel copies nothing.
+    low.plan.buffer_sizes = [place(low.plan, roots(low.plan, low.allocations, dynamic=True), low.allocations)]
     low.plan.symbols, low.plan.size_expressions = low.sizes.symbols, low.sizes.expressions
     return low.plan, shared
 

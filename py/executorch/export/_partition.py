@@ -179,13 +179,9 @@ def _subprogram(p: Plan, constants: bytes, lo: int, hi: int, mutable: list[Mutab
     for i in sub.inputs + sub.outputs:
         lifetimes[i].first_use, lifetimes[i].last_use = -1, len(body)
     _keep_linear_inputs(sub, lifetimes)
-    roots = _roots(sub, lifetimes)
-    _pieces_in_place(sub, roots, lifetimes)
-    groups = _shared_allocations(roots, lifetimes)
-    size = plan(list(groups.values()))
-    for i, (root, offset) in roots.items():
-        sub.tensor(i).mem_offset = groups[root].offset + offset
-    sub.buffer_sizes = [size]
+    shared = roots(sub, lifetimes)
+    _pieces_in_place(sub, shared, lifetimes)
+    sub.buffer_sizes = [place(sub, shared, lifetimes)]
     payload = serialize(ProgramSpec(plans=[sub], segments=[bytes(blob)], mutable_buffers=buffers,
                                     metadata={"producer": "executorch.export", "backend": backend}))
     return payload, inputs, outputs
@@ -243,9 +239,11 @@ def _contiguous_part(sub: Plan, ins: KernelCall) -> int | None:
     return offset if offset % 16 == 0 else None  # tensors start 16-byte aligned, as planned
 
 
-def _roots(sub: Plan, lifetimes: dict[int, Allocation]) -> dict[int, tuple[int, int]]:
+def roots(sub: Plan, lifetimes: dict[int, Allocation], dynamic: bool = False) -> dict[int, tuple[int, int]]:
     """For each planned value of `sub`, the value whose memory it uses and the byte offset there:
-    the input of a chain of views, permutes that keep the layout, and contiguous selects or slices."""
+    the input of a chain of views, permutes that keep the layout, and contiguous selects or slices.
+    With `dynamic` (a plan whose sizes may be bounds), only views and permutes of static tensors: a
+    bounded size may be 1 at run time, and a part's offset depends on the actual sizes."""
     root = {i: (i, 0) for i in lifetimes}
     for ins in _kernels(sub.instructions):
         src, dst = ins.args[0], ins.args[-1]
@@ -254,11 +252,12 @@ def _roots(sub: Plan, lifetimes: dict[int, Allocation]) -> dict[int, tuple[int, 
         a, b = sub.tensor(src), sub.tensor(dst)
         if a.dtype != b.dtype:
             continue
-        if ((sub.operators[ins.op_index][0] in _VIEWS or _keeps_layout(sub, ins))
+        static = not (a.dynamic_sizes or b.dynamic_sizes)
+        if ((sub.operators[ins.op_index][0] in _VIEWS or ((static or not dynamic) and _keeps_layout(sub, ins)))
                 and nbytes(a.dtype, a.sizes) == nbytes(b.dtype, b.sizes)):
             offset: int | None = 0
         else:
-            offset = _contiguous_part(sub, ins)
+            offset = None if dynamic else _contiguous_part(sub, ins)
         if offset is not None:
             r, base = root[src]  # src was defined earlier, so its root is final
             root[dst] = (r, base + offset)
@@ -282,7 +281,7 @@ def _keep_linear_inputs(sub: Plan, lifetimes: dict[int, Allocation]) -> None:
             lifetimes[ins.args[1]].last_use = max(lifetimes[ins.args[1]].last_use, j)
 
 
-def _pieces_in_place(sub: Plan, roots: dict[int, tuple[int, int]], lifetimes: dict[int, Allocation]) -> None:
+def _pieces_in_place(sub: Plan, shared: dict[int, tuple[int, int]], lifetimes: dict[int, Allocation]) -> None:
     """Plans the pieces of a cat whose output they fill contiguously (every dimension before the
     joined one has size 1: torch.stack of an RNN's steps, DenseNet's features at batch 1) in the
     output's memory, so the cat copies nothing. A piece moves with every value sharing its memory,
@@ -297,37 +296,41 @@ def _pieces_in_place(sub: Plan, roots: dict[int, tuple[int, int]], lifetimes: di
         pieces = listed.payload if isinstance(listed, TensorListValue) else []
         o = sub.tensor(out)
         dim = _int_arg(sub, ins.args[1], 0) if len(ins.args) > 2 else 0
-        if out not in roots or out in boundary or not o.sizes or dim is None:
+        if out not in shared or out in boundary or not o.sizes or dim is None:
             continue
         dim %= len(o.sizes)
         if any(s != 1 for s in o.sizes[:dim]) or len(set(pieces)) != len(pieces):
             continue
-        base_root, base = roots[out]
+        base_root, base = shared[out]
         at = 0
         for t in pieces:
             spec = sub.tensor(t)
             size = nbytes(spec.dtype, spec.sizes)
-            r: int | None = roots[t][0] if t in roots else None
-            group = [i for i, (root, _) in roots.items() if root == r]
-            fits = (r is not None and r not in moved and r != base_root and roots[t][1] == 0 and spec.dtype == o.dtype
+            r: int | None = shared[t][0] if t in shared else None
+            group = [i for i, (root, _) in shared.items() if root == r]
+            fits = (r is not None and r not in moved and r != base_root and shared[t][1] == 0 and spec.dtype == o.dtype
                     and (base + at) % 16 == 0  # tensors start 16-byte aligned, as planned
-                    and not boundary & set(group) and max(roots[i][1] + lifetimes[i].size for i in group) == size)
+                    and not boundary & set(group) and max(shared[i][1] + lifetimes[i].size for i in group) == size)
             if fits and r is not None:
                 for i in group:
-                    roots[i] = (base_root, base + at + roots[i][1])
+                    shared[i] = (base_root, base + at + shared[i][1])
                 moved.add(r)
             at += size
 
 
-def _shared_allocations(roots: dict[int, tuple[int, int]], lifetimes: dict[int, Allocation]) -> dict[int, Allocation]:
-    """One allocation per group of values sharing memory (_roots), living as long as its members."""
+def place(p: Plan, shared: dict[int, tuple[int, int]], lifetimes: dict[int, Allocation]) -> int:
+    """Sets the memory offsets of `p`'s planned values, one allocation per group of values sharing
+    memory (`shared`, from roots), living as long as its members; returns the buffer's size."""
     groups: dict[int, Allocation] = {}
-    for i, (r, offset) in roots.items():
+    for i, (r, offset) in shared.items():
         a = lifetimes[i]
         g = groups.setdefault(r, Allocation(size=a.size, first_use=a.first_use, last_use=a.last_use))
         g.size = max(g.size, offset + a.size)
         g.first_use, g.last_use = min(g.first_use, a.first_use), max(g.last_use, a.last_use)
-    return groups
+    size = plan(list(groups.values()))
+    for i, (r, offset) in shared.items():
+        p.tensor(i).mem_offset = groups[r].offset + offset
+    return size
 
 
 def drop_unused_constants(plans: list[Plan], constants: bytes, mutable: list[MutableBuffer] | None = None) -> bytes:
