@@ -141,11 +141,29 @@ Error int8_operands(Args args, const char* op, int64_t max_depth, Int8Operands* 
   return Error::Ok;
 }
 
+// y[r * n + j] = float(q[r] . w[j]) * s[r] * scale[j] (+ bias[j]) for int8 weight rows j in
+// [j0, j1): exact int32 sums, which the AVX2 clone computes as vectors.
+EXECUTORCH_VECTOR_CLONES
+void int8_products(const int8_t* q, const float* s, int64_t rows, const int8_t* w, const float* scale,
+                   const float* bias, int64_t n, int64_t k, int64_t j0, int64_t j1, float* y) {
+  for (int64_t j = j0; j < j1; ++j) {
+    const int8_t* wr = w + j * k;
+    for (int64_t r = 0; r < rows; ++r) {
+      const int8_t* qr = q + r * k;
+      int32_t acc = 0;
+      for (int64_t c = 0; c < k; ++c) acc += static_cast<int32_t>(qr[c]) * static_cast<int32_t>(wr[c]);
+      const float v = static_cast<float>(acc) * s[r] * scale[j];
+      y[r * n + j] = bias ? v + bias[j] : v;
+    }
+  }
+}
+
 Error int8_linear(KernelRuntimeContext&, Args args) {
   Int8Operands o;
   ET_TRY(int8_operands(args, "executorch::int8_linear", kMaxInt8Depth, &o));
   const int64_t n = o.n, k = o.k;
-  std::vector<int8_t> q(static_cast<size_t>(k));
+  std::vector<int8_t> q(static_cast<size_t>(o.rows * k));
+  std::vector<float> s(static_cast<size_t>(o.rows));
   for (int64_t r = 0; r < o.rows; ++r) {
     const float* row = o.x + r * k;
     float amax = 0.f;
@@ -153,17 +171,14 @@ Error int8_linear(KernelRuntimeContext&, Args args) {
     const float inv = amax > 0.f ? 127.f / amax : 0.f;
     for (int64_t c = 0; c < k; ++c) {
       const long v = std::lrint(row[c] * inv);  // the default rounding mode: half to even
-      q[c] = static_cast<int8_t>(std::clamp<long>(v, -127, 127));
+      q[static_cast<size_t>(r * k + c)] = static_cast<int8_t>(std::clamp<long>(v, -127, 127));
     }
-    const float s = amax / 127.f;
-    for (int64_t j = 0; j < n; ++j) {
-      const int8_t* wr = o.w + j * k;
-      int32_t acc = 0;
-      for (int64_t c = 0; c < k; ++c) acc += static_cast<int32_t>(q[c]) * wr[c];
-      const float y = static_cast<float>(acc) * s * o.scale[j];
-      o.out[r * n + j] = o.bias ? y + o.bias[j] : y;
-    }
+    s[static_cast<size_t>(r)] = amax / 127.f;
   }
+  // Threads take output features: each weight row is read once, for every row of x.
+  extension::threadpool::parallel_for(0, n, 16, [&](int64_t j0, int64_t j1) {
+    int8_products(q.data(), s.data(), o.rows, o.w, o.scale, o.bias, n, k, j0, j1, o.out);
+  });
   return Error::Ok;
 }
 
