@@ -2,6 +2,7 @@
 // aten::scaled_dot_product_attention whole rather than lowering it to matrix products and softmax.
 #include <algorithm>
 #include <limits>
+#include <unordered_map>
 #include <vector>
 
 #include <executorch/kernels/gemm.h>
@@ -112,6 +113,7 @@ Error scaled_dot_product_attention(KernelRuntimeContext&, Args args) {
   // broadcasts over heads (a language model's) shares: spans are found once per distinct offset.
   const int64_t heads = s.batch * s.q_heads;
   std::vector<int64_t> head_row(static_cast<size_t>(heads)), distinct, span_set(static_cast<size_t>(heads));
+  std::unordered_map<int64_t, int64_t> set_of;  // mask offset -> index into distinct
   for (int64_t bh = 0; bh < heads; ++bh) {
     int64_t offset = 0;
     for (int64_t rem = bh, d = r - 3; d >= 0; --d) {
@@ -119,9 +121,9 @@ Error scaled_dot_product_attention(KernelRuntimeContext&, Args args) {
       rem /= s.scores[d];
     }
     head_row[static_cast<size_t>(bh)] = offset;
-    const auto found = std::find(distinct.begin(), distinct.end(), offset);
-    span_set[static_cast<size_t>(bh)] = found - distinct.begin();
-    if (found == distinct.end()) distinct.push_back(offset);
+    const auto [at, added] = set_of.emplace(offset, static_cast<int64_t>(distinct.size()));
+    if (added) distinct.push_back(offset);
+    span_set[static_cast<size_t>(bh)] = at->second;
   }
   std::vector<std::pair<int64_t, int64_t>> spans(distinct.size() * static_cast<size_t>(s.q_len));
   extension::threadpool::parallel_for(0, static_cast<int64_t>(spans.size()), 64, [&](int64_t a, int64_t z) {
