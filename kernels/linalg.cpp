@@ -253,6 +253,27 @@ void int4_rows(const float* x, int64_t rows, const uint8_t* w, const float* scal
   }
 }
 
+// row[c] = (nibble c of w - 8) * scales[c / group] for c < k: a packed int4 weight row as float32,
+// eight columns per 32-bit word (k and group are multiples of 8).
+EXECUTORCH_VECTOR_CLONES
+void int4_expand(const uint8_t* w, const float* scales, int64_t k, int64_t group, float* row) {
+  const v8u shifts = {0, 4, 8, 12, 16, 20, 24, 28};
+  for (int64_t c = 0; c < k; c += 8) {
+    uint32_t word;
+    std::memcpy(&word, w + c / 2, sizeof(word));
+    const v8u bits = (v8u{} + word) >> shifts;
+    v8f v = __builtin_convertvector(reinterpret_cast<const v8i&>(bits) & 0x0F, v8f) - 8.f;
+    v *= scales[c / group];
+    std::memcpy(row + c, &v, sizeof(v));
+  }
+}
+
+// row[c] = w[c] * scale for c < k: an int8 weight row as float32.
+EXECUTORCH_VECTOR_CLONES
+void int8_expand(const int8_t* w, float scale, int64_t k, float* row) {
+  for (int64_t c = 0; c < k; ++c) row[c] = static_cast<float>(w[c]) * scale;
+}
+
 constexpr int64_t kExpandBlock = 256;
 
 // out[rows, n] = x[rows, k] . W^T (+ bias) for a quantized weight whose row j expand(j, row) writes
@@ -305,15 +326,7 @@ Error int4_linear(KernelRuntimeContext&, Args args) {
   const float* ps = scales->data_ptr<float>();
   const float* pb = bias ? bias->data_ptr<float>() : nullptr;
   float* po = out->data_ptr<float>();
-  auto expand = [&](int64_t j, float* row) {  // weight row j as float32
-    const uint8_t* wj = pw + j * (k / 2);
-    const float* sj = ps + j * (k / group);
-    for (int64_t c = 0; c < k; c += 2) {
-      const float s = sj[c / group];
-      row[c] = static_cast<float>((wj[c / 2] & 0x0F) - 8) * s;
-      row[c + 1] = static_cast<float>((wj[c / 2] >> 4) - 8) * s;
-    }
-  };
+  auto expand = [&](int64_t j, float* row) { int4_expand(pw + j * (k / 2), ps + j * (k / group), k, group, row); };
   if (rows <= kGemvRows) {
     // Decoding: few rows, the packed weights read once (int4_rows).
     const int64_t groups = k / group;
@@ -343,9 +356,7 @@ Error int8_weight_linear(KernelRuntimeContext&, Args args) {
         0, n, 16, [&](int64_t j0, int64_t j1) { int8_rows(o.x, o.rows, o.w, o.scale, o.bias, n, k, j0, j1, o.out); });
     return Error::Ok;
   }
-  auto expand = [&](int64_t j, float* row) {
-    for (int64_t c = 0; c < k; ++c) row[c] = static_cast<float>(o.w[j * k + c]) * o.scale[j];
-  };
+  auto expand = [&](int64_t j, float* row) { int8_expand(o.w + j * k, o.scale[j], k, row); };
   expanded_linear(o.rows, n, k, o.x, expand, o.bias, o.out);
   return Error::Ok;
 }
