@@ -16,6 +16,9 @@ namespace kernels {
 // Eight floats as one vector value (GCC/Clang vector extension): one AVX register where the CPU
 // has AVX, two SSE registers where it has not.
 typedef float v8f __attribute__((vector_size(32)));
+// Eight lanes of 32-bit integers, signed and unsigned (unsigned arithmetic wraps, for bit work).
+typedef int32_t v8i __attribute__((vector_size(32)));
+typedef uint32_t v8u __attribute__((vector_size(32)));
 
 // Eight partial sums (a float[8] or a v8f) added pairwise: the order every float32 dot product
 // here ends in.

@@ -186,10 +186,8 @@ Error int8_linear(KernelRuntimeContext&, Args args) {
 // the stored weights; more rows expand kExpandBlock weight rows at a time for a float32 GEMM.
 constexpr int64_t kGemvRows = 4;
 
-// Eight lanes of 32-bit integers (GCC/Clang vector extension; v8f, gemm.h's, for floats): the
-// weights of eight columns widened to floats in registers, so the loops below stay vector code.
-typedef int32_t v8i __attribute__((vector_size(32)));
-typedef uint32_t v8u __attribute__((vector_size(32)));
+// The loops below widen eight columns of weights to floats in registers (v8i, v8u: gemm.h's), so
+// they stay vector code.
 
 // Left shifts that put byte 0, 1, 2, 3 of a little-endian 32-bit word at its top.
 constexpr v8u kByteTops = {24, 16, 8, 0, 24, 16, 8, 0};
@@ -225,10 +223,17 @@ void int8_rows(const float* x, int64_t rows, const int8_t* w, const float* scale
 // (value + 8, two to a byte, the low nibble first; a scale per group of `group` columns, a multiple
 // of 8): each group's dot product with the stored nibbles (four bytes shifted apart into eight
 // lanes), corrected by 8 * the group's sum of x (xsum, per row and group), then scaled.
+// v = the eight 4-bit values packed in `word` (column 2i in byte i's low nibble, 2i + 1 in its high
+// one), each still offset by 8. Inlined into each caller, whose target sets the instructions.
+__attribute__((always_inline)) inline void int4_nibbles(uint32_t word, v8f& v) {
+  const v8u shifts = {0, 4, 8, 12, 16, 20, 24, 28};
+  const v8u bits = (v8u{} + word) >> shifts;
+  v = __builtin_convertvector(reinterpret_cast<const v8i&>(bits) & 0x0F, v8f);
+}
+
 EXECUTORCH_VECTOR_CLONES
 void int4_rows(const float* x, int64_t rows, const uint8_t* w, const float* scales, const float* xsum,
                const float* bias, int64_t n, int64_t k, int64_t group, int64_t j0, int64_t j1, float* y) {
-  const v8u shifts = {0, 4, 8, 12, 16, 20, 24, 28};
   const int64_t groups = k / group;
   for (int64_t j = j0; j < j1; ++j) {
     const uint8_t* wj = w + j * (k / 2);
@@ -240,11 +245,11 @@ void int4_rows(const float* x, int64_t rows, const uint8_t* w, const float* scal
         v8f lanes = {};
         for (int64_t c = g * group; c < (g + 1) * group; c += 8) {
           uint32_t word;
-          v8f xv;
+          v8f xv, wv;
           std::memcpy(&word, wj + c / 2, sizeof(word));
           std::memcpy(&xv, xr + c, sizeof(xv));
-          const v8u bits = (v8u{} + word) >> shifts;
-          lanes += xv * __builtin_convertvector(reinterpret_cast<const v8i&>(bits) & 0x0F, v8f);
+          int4_nibbles(word, wv);
+          lanes += xv * wv;
         }
         acc += (lane_sum(lanes) - 8.f * xsum[r * groups + g]) * sj[g];
       }
@@ -257,13 +262,12 @@ void int4_rows(const float* x, int64_t rows, const uint8_t* w, const float* scal
 // eight columns per 32-bit word (k and group are multiples of 8).
 EXECUTORCH_VECTOR_CLONES
 void int4_expand(const uint8_t* w, const float* scales, int64_t k, int64_t group, float* row) {
-  const v8u shifts = {0, 4, 8, 12, 16, 20, 24, 28};
   for (int64_t c = 0; c < k; c += 8) {
     uint32_t word;
+    v8f v;
     std::memcpy(&word, w + c / 2, sizeof(word));
-    const v8u bits = (v8u{} + word) >> shifts;
-    v8f v = __builtin_convertvector(reinterpret_cast<const v8i&>(bits) & 0x0F, v8f) - 8.f;
-    v *= scales[c / group];
+    int4_nibbles(word, v);
+    v = (v - 8.f) * scales[c / group];
     std::memcpy(row + c, &v, sizeof(v));
   }
 }

@@ -9,9 +9,6 @@ namespace executorch {
 namespace kernels {
 namespace {
 
-typedef int32_t v8i __attribute__((vector_size(32)));
-typedef uint32_t v8u __attribute__((vector_size(32)));  // bit arithmetic that wraps
-
 constexpr float kExpLow = -87.33654f;  // e^x below this is under float's smallest normal: 0
 constexpr float kExpHigh = 88.37626f;  // above this, 2^n would pass 2^127: +inf
 
@@ -20,7 +17,8 @@ constexpr float kExpHigh = 88.37626f;  // above this, 2^n would pass 2^127: +inf
 // target sets the vector instructions. x is taken and returned in place (a vector argument's ABI
 // depends on the target).
 __attribute__((always_inline)) inline void exp8(v8f& x) {
-  const v8i below = x<kExpLow, above = x> kExpHigh;
+  const v8i below = x < kExpLow;
+  const v8i above = x > kExpHigh;
   x = below ? kExpLow : x;
   x = above ? kExpHigh : x;
   // Adding 1.5 * 2^23 rounds x / ln 2 to an integer held in the sum's low mantissa bits.
