@@ -340,7 +340,10 @@ Error silu_(KernelRuntimeContext&, Args args) {
   return unary(
       args, "aten::silu", 2, [](auto x) { return x / (1 + std::exp(-x)); }, silu);
 }
-UNARY(sigmoid, "aten::sigmoid", 1 / (1 + std::exp(-x)))
+Error sigmoid(KernelRuntimeContext&, Args args) {
+  return unary(
+      args, "aten::sigmoid", 2, [](auto x) { return 1 / (1 + std::exp(-x)); }, logistic);
+}
 UNARY(tanh_, "aten::tanh", std::tanh(x))
 UNARY(exp_, "aten::exp", std::exp(x))
 UNARY(log_, "aten::log", std::log(x))

@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include <executorch/kernels/kernel_util.h>
+#include <executorch/kernels/vector_math.h>
 
 namespace executorch {
 namespace kernels {
@@ -30,10 +31,16 @@ Error softmax_impl(Args args, const char* op, bool log) {
                                           float mx = -INFINITY;
                                           for (int64_t j = 0; j < size; ++j) mx = std::max(mx, xs[j * inner]);
                                           float sum = 0.f;
-                                          for (int64_t j = 0; j < size; ++j) {
-                                            const float e = std::exp(xs[j * inner] - mx);
-                                            sum += e;
-                                            if (!log) ys[j * inner] = e;
+                                          if (inner == 1 && !(log && xs == ys)) {
+                                            // A contiguous row: the vector exponential (log-softmax
+                                            // overwrites the exponentials below).
+                                            sum = exp_shifted(xs, mx, ys, size);
+                                          } else {
+                                            for (int64_t j = 0; j < size; ++j) {
+                                              const float e = std::exp(xs[j * inner] - mx);
+                                              sum += e;
+                                              if (!log) ys[j * inner] = e;
+                                            }
                                           }
                                           if (log) {
                                             const float lse = mx + std::log(sum);

@@ -81,5 +81,16 @@ void silu(const float* x, float* out, int64_t n) {
   }
 }
 
+EXECUTORCH_VECTOR_CLONES
+void logistic(const float* x, float* out, int64_t n) {
+  for (int64_t i = 0; i < n; i += 8) {
+    v8f e;
+    load(x + i, n - i, 0.f, e);
+    e = -e;
+    exp8(e);
+    store(out + i, 1.f / (1.f + e), n - i);
+  }
+}
+
 }  // namespace kernels
 }  // namespace executorch

@@ -15,5 +15,8 @@ float exp_shifted(const float* x, float shift, float* out, int64_t n);
 // out[i] = x[i] / (1 + e^-x[i]) for i < n (x and out may be the same array).
 void silu(const float* x, float* out, int64_t n);
 
+// out[i] = 1 / (1 + e^-x[i]) for i < n, the sigmoid (x and out may be the same array).
+void logistic(const float* x, float* out, int64_t n);
+
 }  // namespace kernels
 }  // namespace executorch

@@ -44,6 +44,7 @@ CASES = {
     "silu_sigmoid_tanh": (lambda a: F.silu(a) + torch.sigmoid(a) * torch.tanh(a), (r(33),)),
     "exp_rsqrt_log": (lambda a: torch.exp(a) + torch.rsqrt(a.abs() + 1) + torch.log(a.abs() + 1), (r(17),)),
     "softmax_dim1": (lambda a: torch.softmax(a, 1), (r(2, 5, 3),)),
+    "softmax_last": (lambda a: torch.softmax(a * 4, -1), (r(3, 37),)),
     "log_softmax_last": (lambda a: torch.log_softmax(a, -1), (r(4, 9),)),
     "linear": (None, None),  # filled below
     "mm": (lambda a, b: a @ b, (r(5, 7), r(7, 3))),
