@@ -1,5 +1,5 @@
 // Matrix products: mm, bmm, addmm (linear layers lower to these), through the blocked sgemm; the
-// int8 linear layer of quantized programs.
+// grouped product of mixture-of-experts layers; the int8 linear layer of quantized programs.
 #include <algorithm>
 #include <vector>
 
@@ -84,6 +84,38 @@ Error addmm(KernelRuntimeContext&, Args args) {
 
 // The float32 bias (or none) and output of a quantized linear layer with n output features: the
 // output shaped like the input with its last dimension n.
+// executorch::grouped_mm(x [S, K], weight [E, K, N], offsets [E]) (mixture-of-experts layers): rows
+// [offsets[e - 1], offsets[e]) of x times weight[e], one product per group; rows from offsets[E - 1]
+// on are zero. Offsets are int32 or int64, non-decreasing, at most S.
+Error grouped_mm(KernelRuntimeContext&, Args args) {
+  const char* op = "executorch::grouped_mm";
+  Tensor *x, *w, *offsets, *out;
+  ET_TRY(read_args(args, op, 4, at(0, &x), at(1, &w), at(2, &offsets), at(3, &out)));
+  ET_TRY(check_matrix(*x, 2, op, "input"));
+  ET_TRY(check_matrix(*w, 3, op, "weight"));
+  const int64_t s = x->size(0), k = x->size(1), experts = w->size(0), n = w->size(2);
+  KCHECK(w->size(1) == k, "%s: input has %lld features, the weights take %lld", op, static_cast<long long>(k),
+         static_cast<long long>(w->size(1)));
+  KCHECK(offsets->dim() == 1 && offsets->size(0) == experts, "%s: offsets must be one per expert (%lld)", op,
+         static_cast<long long>(experts));
+  KCHECK(offsets->scalar_type() == ScalarType::Int || offsets->scalar_type() == ScalarType::Long,
+         "%s: offsets must be int32 or int64", op);
+  ET_TRY(check_out(*out, {s, n}, op));
+  const float* xs = x->data_ptr<float>();
+  const float* ws = w->data_ptr<float>();
+  float* ys = out->data_ptr<float>();
+  int64_t start = 0;
+  for (int64_t e = 0; e < experts; ++e) {
+    const int64_t end = load<int64_t>(*offsets, e);
+    KCHECK(end >= start && end <= s, "%s: offsets[%lld] = %lld; they must be non-decreasing and at most %lld", op,
+           static_cast<long long>(e), static_cast<long long>(end), static_cast<long long>(s));
+    if (end > start) sgemm(end - start, n, k, 1.f, xs + start * k, k, 1, ws + e * k * n, n, 1, 0.f, ys + start * n, n);
+    start = end;
+  }
+  std::fill(ys + start * n, ys + s * n, 0.f);
+  return Error::Ok;
+}
+
 Error check_linear_output(const Tensor& x, const Tensor* bias, const Tensor& out, int64_t n, const char* op) {
   if (bias) {
     ET_TRY(check_dtype(*bias, ScalarType::Float, op, "bias"));
@@ -372,6 +404,7 @@ const runtime::Kernel kKernels[] = {
     {"aten::mm", mm},
     {"aten::bmm", bmm},
     {"aten::addmm", addmm},
+    {"executorch::grouped_mm", grouped_mm},
 };
 
 const bool registered = runtime::register_kernels({kKernels, sizeof(kKernels) / sizeof(kKernels[0])}) == Error::Ok;

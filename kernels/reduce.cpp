@@ -1,5 +1,5 @@
 // Reductions over a set of dimensions: sum, mean, prod, amax/amin, max/min (with indices),
-// argmax/argmin, var, vector norms, any/all; cumulative sums; topk and sort.
+// argmax/argmin, var, vector norms, any/all; cumulative sums; histograms; topk and sort.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -221,6 +221,40 @@ Error cumulative(Args args, const char* op, bool product) {
 Error cumsum(KernelRuntimeContext&, Args args) { return cumulative(args, "aten::cumsum", false); }
 Error cumprod(KernelRuntimeContext&, Args args) { return cumulative(args, "aten::cumprod", true); }
 
+// histc(self, bins, min, max): counts of float32 values in `bins` equal bins over [min, max] (the
+// input's own range where min == max; widened by 1 each way where that is one value too), as
+// torch's CPU kernel bins them: the last bin takes max, values outside and NaN are not counted.
+Error histc(KernelRuntimeContext&, Args args) {
+  const char* op = "aten::histc";
+  Tensor *in, *out;
+  int64_t bins;
+  double lo, hi;
+  ET_TRY(read_args(args, op, 5, at(0, &in), at(1, &bins), at(2, &lo), at(3, &hi), at(4, &out)));
+  ET_TRY(check_dtype(*in, ScalarType::Float, op, "input"));
+  ET_TRY(check_dtype(*out, ScalarType::Float, op, "output"));
+  KCHECK(bins > 0, "%s: bins must be positive, got %lld", op, static_cast<long long>(bins));
+  KCHECK(out->dim() == 1 && out->size(0) == bins, "%s: output must hold %lld bins", op, static_cast<long long>(bins));
+  const float* x = in->data_ptr<float>();
+  const int64_t n = in->numel();
+  if (lo == hi && n > 0) {
+    const auto [mn, mx] = std::minmax_element(x, x + n);
+    const bool nan = std::any_of(x, x + n, [](float v) { return std::isnan(v); });
+    lo = nan ? NAN : *mn, hi = nan ? NAN : *mx;
+  }
+  if (lo == hi) lo -= 1, hi += 1;
+  KCHECK(std::isfinite(lo) && std::isfinite(hi), "%s: the range [%g, %g] is not finite", op, lo, hi);
+  KCHECK(lo < hi, "%s: max (%g) must be larger than min (%g)", op, hi, lo);
+  const float left = static_cast<float>(lo), right = static_cast<float>(hi);
+  float* counts = out->data_ptr<float>();
+  std::fill(counts, counts + bins, 0.f);
+  for (int64_t i = 0; i < n; ++i) {
+    if (!(x[i] >= left && x[i] <= right)) continue;
+    int64_t bin = static_cast<int64_t>((x[i] - left) * static_cast<float>(bins) / (right - left));
+    counts[std::min(bin, bins - 1)] += 1.f;
+  }
+  return Error::Ok;
+}
+
 // Order along one dimension: topk(self, k, dim, largest, sorted) and sort(self, dim, descending)
 // -> (values, indices). Ties keep their input order; NaN counts as the largest value.
 Error order(const Tensor& in, Tensor& values, Tensor& indices, int64_t dim, int64_t k, bool descending,
@@ -297,6 +331,7 @@ const runtime::Kernel kKernels[] = {
     {"aten::linalg_vector_norm", vector_norm},
     {"aten::cumsum", cumsum},
     {"aten::cumprod", cumprod},
+    {"aten::histc", histc},
     {"aten::topk", topk},
     {"aten::sort", sort},
     {"aten::sort.stable", sort_stable},

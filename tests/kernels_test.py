@@ -224,3 +224,29 @@ def test_attention_is_one_kernel_and_refuses_dropout() -> None:
     method = Runtime.get().load_program(dropped).load_method()
     with pytest.raises(RuntimeError, match="dropout_p is 0.5; inference takes 0"):
         method.execute([x.numpy() for x in (q, k, v)])
+
+
+def test_histogram_of_expert_ids() -> None:
+    """histc as mixture-of-experts layers count tokens per expert (integers in [0, experts - 1], the last
+    bin taking the maximum), and over the input's own range (min == max), values outside not counted."""
+    ids = torch.tensor([3.0, 0.0, 7.0, 7.0, 2.0, 9.0, -1.0, 3.0, 6.5])
+    run(Fn(lambda x: (torch.histc(x, bins=8, min=0, max=7), torch.histc(x, bins=5), torch.histc(x * 0 + 2, bins=4))),
+        (ids,))
+
+
+def test_grouped_matrix_product() -> None:
+    """executorch::grouped_mm (mixture-of-experts layers): each run of rows times its expert's weight,
+    empty groups skipped, rows past the last offset zero; offsets that decrease or pass the rows are
+    an error, not a read out of bounds."""
+    import executorch.export._moe  # noqa: F401  registers the operator
+
+    torch.manual_seed(0)
+    w = torch.randn(4, 24, 40)
+    model = Fn(lambda x, offsets: torch.ops.executorch.grouped_mm(x, w, offsets))
+    x = r(13, 24)
+    for offsets in ([3, 3, 9, 11], [0, 0, 0, 13], [13, 13, 13, 13]):
+        run(model, (x, torch.tensor(offsets, dtype=torch.int32)))
+    method = Runtime.get().load_program(export(model, (x, torch.tensor([3, 3, 9, 11], dtype=torch.int32)))).load_method()
+    for bad in ([3, 2, 9, 11], [3, 3, 9, 14]):
+        with pytest.raises(RuntimeError, match="non-decreasing and at most 13"):
+            method.execute([x.numpy(), np.array(bad, dtype=np.int32)])

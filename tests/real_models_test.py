@@ -96,6 +96,19 @@ def test_a_module_that_branches_on_half_precision_data_is_captured_in_float32() 
     assert deserialize(pte).metadata["cuda_delegate_calls"] == "1"
 
 
+@pytest.mark.parametrize("name", ["mixtral", "qwen2_moe"])
+def test_mixture_of_experts_models(name: str) -> None:
+    """transformers' experts (tokens sorted by expert, counted with histc, one grouped product per
+    projection) run as executorch::grouped_mm: float32 and bfloat16 against torch."""
+    model, inputs = MORE_MODELS[name]()
+    pte = export(model, inputs)
+    names = {op for op, _ in deserialize(pte).plans[0].operators}
+    assert {"executorch::grouped_mm", "aten::histc"} <= names, names
+    assert_close(run(pte, inputs), reference(model, inputs), F32_TOL)
+    ours = run(export(model, inputs, dtype=torch.bfloat16), inputs, torch.bfloat16)
+    assert_close(ours, reference(model, rounded(inputs, torch.bfloat16)), MODEL_HALF_TOL[torch.bfloat16])
+
+
 # Operator families ----------------------------------------------------------------------------
 
 class Fn(torch.nn.Module):

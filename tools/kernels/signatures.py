@@ -55,6 +55,7 @@ def kinds(name: str) -> str:
 
 def source() -> str:
     import executorch.export._fusions  # noqa: F401  registers executorch::rms_norm, rope
+    import executorch.export._moe  # noqa: F401  registers executorch::grouped_mm
     import executorch.export._quantize  # noqa: F401  registers executorch::int8_linear, int4_linear
     import executorch.export._recurrent  # noqa: F401  registers executorch::lstm_cell, gru_cell
     from executorch.runtime import _C

@@ -21,6 +21,7 @@ from executorch.export._partition import CUDA, XNNPACK, place, roots
 from executorch.export._planner import Allocation
 from executorch.export import _fusions
 from executorch.export._quantize import quantize_linear_int4, quantize_linear_int8, quantize_linear_int8_weight_only
+from executorch.export._moe import add_moe_decompositions
 from executorch.export._recurrent import add_recurrent_decompositions
 from executorch.export._rewrite import only_first_output_read, simplify
 from executorch.serialization.pte import (BoolListValue, BoolValue, DoubleListValue, DoubleValue, IntListValue, IntValue,
@@ -359,6 +360,7 @@ def _decompositions(recurrent_layers: bool) -> Any:
             del table[op]
     table[torch.ops.aten.clamp.Tensor] = _clamp_tensor
     add_recurrent_decompositions(table, recurrent_layers)
+    add_moe_decompositions(table)
     return table
 
 
