@@ -10,6 +10,9 @@ checks (segment bounds, the verifier) then apply to the payload as to any .pte.
 from __future__ import annotations
 
 import io
+import json
+import subprocess
+import sys
 from pathlib import Path
 from typing import Sequence
 
@@ -126,6 +129,29 @@ AOTI_OPTIONS = {
 }
 
 
+# Run in a process of its own: the library (link_libtorch=False) resolves aoti_torch_* in the global
+# scope, where libtorch is not (Python loads it RTLD_LOCAL). Made global here, libtorch would also
+# win over libaoti_cuda_shims.so for every payload this process loads later.
+_CONSTANT_FQNS = """
+import ctypes, json, os, sys
+import torch
+for name in ("libtorch_cpu.so", "libtorch_cuda.so"):
+    ctypes.CDLL(os.path.join(os.path.dirname(torch.__file__), "lib", name), mode=os.RTLD_GLOBAL | os.RTLD_NOLOAD)
+runner = torch._C._aoti.AOTIModelContainerRunnerCuda(sys.argv[1], 1, "cuda")
+print(json.dumps(runner.get_constant_names_to_original_fqns()))
+"""
+
+
+def constant_fqns(library_path: str) -> dict[str, str]:
+    """The generated library's constants: its name for each, to the module's name (state dict key),
+    read by torch's own container runner."""
+    out = subprocess.run([sys.executable, "-c", _CONSTANT_FQNS, library_path], capture_output=True, text=True,
+                         timeout=600)
+    if out.returncode != 0:
+        raise ExportError(f"torch could not load the library AOTInductor made: {out.stderr.strip()[-2000:]}")
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
 def export_aoti(module: torch.nn.Module, example_inputs: Sequence[torch.Tensor], *, method_name: str = "forward",
                 metadata: dict[str, str] | None = None) -> bytes:
     """export(backend="cuda", compiler="aoti"): `module` (already in its dtype, eval mode) compiled
@@ -160,10 +186,9 @@ def export_aoti(module: torch.nn.Module, example_inputs: Sequence[torch.Tensor],
     if missing:
         raise ExportError(f"the compiled model calls {', '.join(missing)}, which libaoti_cuda_shims.so does not "
                           "define: an operator that needs such a fallback cannot run through an AOTI payload")
-    runner = torch._C._aoti.AOTIModelContainerRunnerCuda(library_path, 1, "cuda")
     state = {**ep.state_dict, **ep.constants}
     constants = []
-    for name, fqn in runner.get_constant_names_to_original_fqns().items():
+    for name, fqn in constant_fqns(library_path).items():
         if fqn not in state:
             raise ExportError(f"the compiled model's constant {name!r} ({fqn!r}) is none of the module's tensors")
         constants.append((name, state[fqn]))
