@@ -1,6 +1,7 @@
 """Generation with a key/value cache (executorch.llm) and the program state under it, on the CPU.
 
-Small random-weight configs of Llama, Qwen2, Gemma, Mistral, Phi, Phi-3 and GPT-2 (initializer_range
+Small random-weight configs of Llama, Qwen2, Qwen3, Gemma, Mistral, Phi, Phi-3 and GPT-2, and of the
+mixture-of-experts Mixtral, Qwen3-MoE and GPT-OSS (initializer_range
 0.3, so greedy decoding does not settle on one repeated token): export_llm's program generates 32
 tokens greedily, token for token what transformers' generate(do_sample=False) gives, from a prompt
 longer than the prefill chunk (two chunks, the second overlapping the first) and from one shorter
@@ -42,15 +43,27 @@ FAMILIES = {
     "mistral": ("MistralConfig", "MistralForCausalLM", dict(num_key_value_heads=2, **_SMALL)),
     "phi": ("PhiConfig", "PhiForCausalLM", dict(num_key_value_heads=2, **_SMALL)),
     "phi3": ("Phi3Config", "Phi3ForCausalLM", dict(num_key_value_heads=2, pad_token_id=0, **_SMALL)),
+    "qwen3": ("Qwen3Config", "Qwen3ForCausalLM", dict(num_key_value_heads=2, head_dim=16, **_SMALL)),
     "gpt2": ("GPT2Config", "GPT2LMHeadModel", dict(n_embd=64, n_layer=2, n_head=4, n_positions=128, vocab_size=512,
                                                    initializer_range=0.3)),
+}
+
+
+# Mixture-of-experts families (CPU: the experts' grouped products have no CudaBackend kernel yet).
+MOE_FAMILIES = {
+    "mixtral": ("MixtralConfig", "MixtralForCausalLM",
+                dict(num_key_value_heads=2, num_local_experts=4, num_experts_per_tok=2, **_SMALL)),
+    "qwen3_moe": ("Qwen3MoeConfig", "Qwen3MoeForCausalLM", dict(num_key_value_heads=2, head_dim=16, num_experts=4,
+                                                              num_experts_per_tok=2, moe_intermediate_size=32, **_SMALL)),
+    "gpt_oss": ("GptOssConfig", "GptOssForCausalLM",
+                dict(num_key_value_heads=2, head_dim=16, num_local_experts=4, num_experts_per_tok=2, **_SMALL)),
 }
 
 
 def _model(family: str) -> torch.nn.Module:
     import_torchvision()  # transformers imports torchvision when it is installed
     transformers = pytest.importorskip("transformers")
-    config, cls, kwargs = FAMILIES[family]
+    config, cls, kwargs = {**FAMILIES, **MOE_FAMILIES}[family]
     torch.manual_seed(0)
     return getattr(transformers, cls)(getattr(transformers, config)(**kwargs)).eval()
 
@@ -95,6 +108,18 @@ def test_greedy_matches_transformers(family: tuple[str, torch.nn.Module, bytes],
     result = TextGenerator(Runtime.get().load_program(pte)).generate(prompt, NEW, callback=streamed.append)
     assert result.tokens == expected, name
     assert streamed == expected and result.tokens_per_second > 0
+
+
+@pytest.mark.parametrize("name", sorted(MOE_FAMILIES))
+def test_mixture_of_experts_greedy_matches_transformers(name: str) -> None:
+    """Mixtral, Qwen3-MoE and GPT-OSS: the experts' grouped products in prefill (a dynamic number of
+    rows) and decode; 32 greedy tokens as transformers generates them."""
+    model = _model(name)
+    pte = export_llm(model, max_seq_len=MAX_LEN, prefill_chunk=CHUNK)
+    prompt = torch.randint(0, 512, (11,), generator=torch.Generator().manual_seed(11)).tolist()
+    expected = _reference(model, prompt)
+    assert len(set(expected)) > 4, f"{name}: the reference repeats itself; the comparison would say little"
+    assert TextGenerator(Runtime.get().load_program(pte)).generate(prompt, NEW).tokens == expected, name
 
 
 def test_program_state_is_the_cache_alone(family: tuple[str, torch.nn.Module, bytes]) -> None:

@@ -340,6 +340,9 @@ _KEPT_WHOLE = (
     torch.ops.aten.silu.default,
     torch.ops.aten.hardswish.default,
     torch.ops.aten.hardsigmoid.default,
+    # A tensor of the input's shape (folded, or filled at run time where the shape is dynamic); its
+    # decomposition, empty_permuted, takes the shape as a list of sizes.
+    torch.ops.aten.empty_like.default,
 )
 
 
