@@ -18,6 +18,8 @@ from executorch.export import _dtypes, _export, _partition, export  # noqa: E402
 from executorch.runtime import ExecutorchError, Runtime  # noqa: E402
 from tests.models.zoo import MODELS, partly_delegated  # noqa: E402
 
+F = torch.nn.functional
+
 
 def lower(model: torch.nn.Module, example: tuple):
     """The float32 plan and constants the exporter would delegate from."""
@@ -734,3 +736,43 @@ def test_quantized_sibling_projections_are_one_product(quantize: str, rows: int,
     assert sum(n == target for n in names) == products, names
     payload, _, _ = _partition._subprogram(plan, constants, 0, len(plan.instructions))
     _payload_matches(payload, module, example)
+
+
+class DeviceForms(torch.nn.Module):
+    """What the device runs only rewritten: softmax over a leading dimension (ResNeSt, CoaT),
+    attention on 5-D windows (Twins, NesT), max.dim (VOLO), a bool mask's bitwise_not (DeBERTa),
+    slice_scatter (MViT's class token)."""
+
+    def forward(self, x, q, k, v):
+        a = torch.softmax(x, dim=1) + torch.log_softmax(x, dim=0)
+        b = F.scaled_dot_product_attention(q, k, v)
+        values, index = x.max(dim=1)
+        keep = ~(x > 0)
+        y = x.clone()
+        y[:, 1:3] = torch.tanh(x[:, :2])
+        return a, b, values, index, keep, y, x.max(dim=2, keepdim=True)[0]
+
+
+def test_device_forms_of_leading_softmax_deep_attention_max_not_and_slice_scatter() -> None:
+    """export(backend="cuda") of the operators above is one CudaBackend call; its payload, run on the
+    CPU runtime, computes what torch does (1e-5)."""
+    from executorch.serialization.pte import deserialize
+
+    torch.manual_seed(0)
+    example = (torch.randn(3, 5, 7), torch.randn(2, 3, 4, 6, 8), torch.randn(2, 3, 4, 9, 8), torch.randn(2, 3, 4, 9, 8))
+    model = DeviceForms().eval()
+    spec = deserialize(export(model, example, backend="cuda"))
+    single_delegate_call(spec)
+    plan, call = spec.plans[0], spec.plans[0].instructions[0]
+    payload = spec.segments[plan.delegates[0].segment]
+    names = {op for op, _ in deserialize(payload).plans[0].operators}
+    assert not names & {"aten::max.dim", "aten::bitwise_not", "aten::slice_scatter"}, names
+    got = Runtime.get().load_program(payload).load_method().execute([x.numpy() for x in example])
+    outputs = call.args[len(plan.inputs):]
+    with torch.no_grad():
+        want = model(*example)
+    for i, w in enumerate(want):
+        out = np.asarray(got[outputs.index(plan.outputs[i])])
+        w = w.numpy()
+        assert out.shape == w.shape and out.dtype == w.dtype, (i, out.shape, w.shape)
+        np.testing.assert_allclose(out, w, rtol=1e-5, atol=1e-5)

@@ -286,6 +286,126 @@ def _trailing_reductions(graph: torch.fx.Graph) -> None:
         graph.erase_node(n)
 
 
+def _trailing_softmax(graph: torch.fx.Graph) -> None:
+    """_softmax and _log_softmax over a dimension that is not the last (ResNeSt's split attention
+    over its radix, CoaT's factorized attention over tokens) as the same over x permuted so that it
+    is, permuted back: the device's softmax runs along rows."""
+    for n in list(graph.nodes):
+        if n.op != "call_function" or n.target not in (aten._softmax.default, aten._log_softmax.default):
+            continue
+        x = n.args[0]
+        shape = _shape(x)
+        if not shape or n.args[1] % len(shape) == len(shape) - 1:
+            continue
+        rank, d = len(shape), n.args[1] % len(shape)
+        order = [i for i in range(rank) if i != d] + [d]
+        moved_shape = [shape[i] for i in order]
+        out = n.meta["val"]
+        with graph.inserting_before(n):
+            moved = _node(graph, aten.permute.default, (x, order), x.meta["val"], moved_shape)
+            y = _node(graph, n.target, (moved, rank - 1, *n.args[2:]), out, moved_shape)
+            back = _node(graph, aten.permute.default, (y, [order.index(i) for i in range(rank)]), out, shape)
+        n.replace_all_uses_with(back)
+        graph.erase_node(n)
+
+
+def _batched_attention(graph: torch.fx.Graph) -> None:
+    """scaled_dot_product_attention of 5-D or deeper query, key and value (Twins' and NesT's
+    windows) as the 4-D one, the leading sizes (the same in all three) merged into one batch; no
+    mask. The output is viewed back."""
+    for n in list(graph.nodes):
+        if n.op != "call_function" or n.target != aten.scaled_dot_product_attention.default:
+            continue
+        shapes = [_shape(t) for t in n.args[:3]]
+        mask = n.args[3] if len(n.args) > 3 else n.kwargs.get("attn_mask")
+        if any(s is None or len(s) <= 4 for s in shapes) or mask is not None:
+            continue
+        lead = shapes[0][:-3]
+        if any(s[:-3] != lead for s in shapes) or not all(isinstance(d, int) for s in shapes for d in s):
+            continue
+        batch = math.prod(lead)
+        out = n.meta["val"]
+        with graph.inserting_before(n):
+            views = [_node(graph, aten.view.default, (t, [batch, *s[-3:]]), t.meta["val"], [batch, *s[-3:]])
+                     for t, s in zip(n.args[:3], shapes)]
+            y = _node(graph, n.target, (*views, *n.args[3:]), out, [batch, *out.shape[-3:]], kwargs=dict(n.kwargs))
+            back = _node(graph, aten.view.default, (y, list(out.shape)), out, list(out.shape))
+        n.replace_all_uses_with(back)
+        graph.erase_node(n)
+
+
+def _max_with_indices(graph: torch.fx.Graph) -> None:
+    """max.dim (VOLO's class-attention pooling) as argmax along the dimension and the gather of
+    the values there, which the device runs."""
+    for n in list(graph.nodes):
+        if n.op != "call_function" or n.target != aten.max.dim:
+            continue
+        x = n.args[0]
+        shape = _shape(x)
+        if not shape or any(not isinstance(u.args[1], int) for u in n.users if u.target is operator.getitem):
+            continue
+        d = n.args[1] % len(shape)
+        keepdim = bool(n.args[2]) if len(n.args) > 2 else bool(n.kwargs.get("keepdim", False))
+        val, rank = x.meta["val"], len(shape)
+        order = [i for i in range(rank) if i != d] + [d]  # the device's argmax runs along rows
+        moved_kept = [shape[i] for i in order[:-1]] + [1]
+        kept = [1 if i == d else s for i, s in enumerate(shape)]
+        with graph.inserting_before(n):
+            moved = x if d == rank - 1 else _node(graph, aten.permute.default, (x, order), val,
+                                                  [shape[i] for i in order])
+            index = _node(graph, aten.argmax.default, (moved, rank - 1, True), val, moved_kept, dtype=torch.int64)
+            values = _node(graph, aten.gather.default, (moved, rank - 1, index), val, moved_kept)
+            if d != rank - 1:
+                inverse = [order.index(i) for i in range(rank)]
+                index = _node(graph, aten.permute.default, (index, inverse), val, kept, dtype=torch.int64)
+                values = _node(graph, aten.permute.default, (values, inverse), val, kept)
+            if not keepdim:
+                dropped = [s for i, s in enumerate(shape) if i != d]
+                index = _node(graph, aten.squeeze.dims, (index, [d]), val, dropped, dtype=torch.int64)
+                values = _node(graph, aten.squeeze.dims, (values, [d]), val, dropped)
+        for u in list(n.users):
+            u.replace_all_uses_with(values if u.args[1] == 0 else index)
+            graph.erase_node(u)
+        graph.erase_node(n)
+
+
+def _bool_not(graph: torch.fx.Graph) -> None:
+    """bitwise_not of a bool tensor (DeBERTa's masks) is logical_not."""
+    for n in graph.nodes:
+        if (n.op == "call_function" and n.target == aten.bitwise_not.default and
+                isinstance(n.args[0], torch.fx.Node) and n.args[0].meta["val"].dtype == torch.bool):
+            n.target = aten.logical_not.default
+
+
+def _slice_scatter_as_cat(graph: torch.fx.Graph) -> None:
+    """slice_scatter(x, src, dim, start, end) with step 1 (MViT's class token) as x's slices
+    before and after, and src, concatenated. Not for a graph input (program state: an LLM's cache
+    is written in place)."""
+    for n in list(graph.nodes):
+        if n.op != "call_function" or n.target != aten.slice_scatter.default:
+            continue
+        x, src, dim, start, end, step = (list(n.args) + [0, None, None, 1][len(n.args) - 2:])[:6]
+        shape = _shape(x)
+        if (step != 1 or shape is None or x.op == "placeholder" or
+                not all(isinstance(v, int) for v in [*shape, dim, start or 0, end or 0])):
+            continue
+        d = dim % len(shape)
+        size = shape[d]
+        lo = min(max(0 if start is None else start + size if start < 0 else start, 0), size)
+        hi = min(max(size if end is None else end + size if end < 0 else end, lo), size)
+        val = x.meta["val"]
+        pieces = []
+        with graph.inserting_before(n):
+            for a, b in ((0, lo), (hi, size)):
+                if b > a:
+                    piece_shape = [b - a if i == d else s for i, s in enumerate(shape)]
+                    pieces.append(_node(graph, aten.slice.Tensor, (x, d, a, b), val, piece_shape))
+            pieces.insert(1 if lo > 0 else 0, src)
+            y = _node(graph, aten.cat.default, (pieces, d), val, shape) if len(pieces) > 1 else src
+        n.replace_all_uses_with(y)
+        graph.erase_node(n)
+
+
 def _additive_masks(graph: torch.fx.Graph) -> None:
     """A bool attention mask as the float one it means, log(float(mask)): 0 where attending, -inf
     where not (log(0) is exactly -inf). XNNPACK has no bool tensors; its attention takes this
@@ -482,7 +602,8 @@ def _common_subexpressions(graph: torch.fx.Graph) -> None:
 def simplify(ep: torch.export.ExportedProgram, for_device: bool = False, additive_masks: bool = False) -> None:
     """Rewrites `ep`'s graph in place (after decomposition, before lowering). for_device also
     rewrites what the CUDA backend runs only in another form (group norm, vector norm,
-    reductions over leading dimensions); the CPU kernels run those as they are. additive_masks
+    reductions and softmax over leading dimensions, attention deeper than 4-D, max.dim, bool
+    bitwise_not, slice_scatter); the CPU kernels run those as they are. additive_masks
     turns bool attention masks into float ones (for XNNPACK). for_device also joins the linear
     layers of a decoder step that read one input (_sibling_products). Values computed more than
     once are computed once (_common_subexpressions)."""
@@ -500,5 +621,10 @@ def simplify(ep: torch.export.ExportedProgram, for_device: bool = False, additiv
         _group_norm(graph)
         _vector_norm(graph)
         _trailing_reductions(graph)
+        _trailing_softmax(graph)
+        _batched_attention(graph)
+        _max_with_indices(graph)
+        _bool_not(graph)
+        _slice_scatter_as_cat(graph)
     graph.eliminate_dead_code()
     graph.lint()
