@@ -109,6 +109,18 @@ def test_mixture_of_experts_models(name: str) -> None:
     assert_close(ours, reference(model, rounded(inputs, torch.bfloat16)), MODEL_HALF_TOL[torch.bfloat16])
 
 
+def test_a_model_that_rescales_its_weights_at_its_first_call() -> None:
+    """RWKV divides its weights in place at its first forward in eval mode: exported before that
+    call, the program returns the model's output alone (the rewritten weights are no outputs) and
+    matches torch's, every call."""
+    model, inputs = MORE_MODELS["rwkv"]()
+    pte = export(model, inputs)
+    assert len(deserialize(pte).plans[0].outputs) == 1
+    ours = run(pte, inputs)
+    assert_close(ours, reference(model, inputs), F32_TOL)
+    assert_close(run(pte, inputs), ours, 0.0)
+
+
 # Operator families ----------------------------------------------------------------------------
 
 class Fn(torch.nn.Module):

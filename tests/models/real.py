@@ -215,6 +215,8 @@ MORE_MODELS: dict[str, Factory] = {
     "qwen2": _hf("Qwen2Config", "Qwen2Model", _ids_mask, vocab_size=512, num_key_value_heads=2,
                  max_position_embeddings=64, **_SMALL),
     "phi": _hf("PhiConfig", "PhiModel", _ids_mask, vocab_size=512, max_position_embeddings=64, **_SMALL),
+    "rwkv": _hf("RwkvConfig", "RwkvModel", _ids, vocab_size=512, hidden_size=64, num_hidden_layers=2,
+                attention_hidden_size=64, intermediate_size=128, context_length=64),
     "mixtral": _hf("MixtralConfig", "MixtralModel", _ids_mask, vocab_size=512, num_key_value_heads=2,
                    num_local_experts=4, num_experts_per_tok=2, **_SMALL),
     "qwen2_moe": _hf("Qwen2MoeConfig", "Qwen2MoeModel", _ids_mask, vocab_size=512, num_key_value_heads=2, num_experts=4,

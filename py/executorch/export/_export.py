@@ -652,6 +652,11 @@ def _lower(ep: torch.export.ExportedProgram, name: str, supported: set[str], wid
             for spec, r in zip(sig.output_specs, results if isinstance(results, (tuple, list)) else [results]):
                 if spec.kind == torch.export.graph_signature.OutputKind.BUFFER_MUTATION and spec.target in dropped:
                     continue
+                if spec.kind == torch.export.graph_signature.OutputKind.PARAMETER_MUTATION:
+                    # A forward that rewrites its own weights (RWKV rescales them at its first call in
+                    # eval mode): the outputs were computed from the new values, and every call
+                    # computes them again from the weights as exported.
+                    continue
                 ref = env.get(r) if isinstance(r, torch.fx.Node) else None
                 if r in new_values:  # a buffer's new value: into its state, unless computed there
                     state = low.state_values[new_values[r]]
