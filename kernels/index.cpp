@@ -161,6 +161,34 @@ Error roll(KernelRuntimeContext&, Args args) {
 // Padding of the last len(pad)/2 dimensions: pad = [left_last, right_last, left_prev, ...].
 enum class Pad { Constant, Reflect, Replicate, Circular };
 
+// Constant padding of a tensor of rank >= 1 (sizes checked): the output filled, then each row
+// along the last dimension copied whole (the part a negative padding keeps).
+void constant_pad_rows(const Tensor& in, const Tensor& out, const int64_t* before, const uint8_t* fill) {
+  const size_t es = in.element_size();
+  uint8_t* o = mutable_bytes(out);
+  if (std::all_of(fill, fill + es, [](uint8_t b) { return b == 0; })) {
+    std::memset(o, 0, static_cast<size_t>(out.numel()) * es);
+  } else {
+    for (int64_t i = 0; i < out.numel(); ++i) std::memcpy(o + i * es, fill, es);
+  }
+  const int rank = in.dim();
+  const int64_t w = in.size(rank - 1), ow = out.size(rank - 1), lo = before[rank - 1];
+  const int64_t x0 = std::max<int64_t>(0, -lo), x1 = std::min(w, ow - lo);
+  if (x1 <= x0 || in.numel() == 0) return;
+  int64_t coord[kMaxDim];
+  for (int64_t r = 0; r < in.numel() / w; ++r) {
+    unravel(r, rank - 1, in.sizes(), coord);
+    int64_t at = 0;
+    bool inside = true;
+    for (int d = 0; d < rank - 1; ++d) {
+      const int64_t c = coord[d] + before[d];
+      inside = inside && c >= 0 && c < out.size(d);
+      at = at * out.size(d) + c;
+    }
+    if (inside) std::memcpy(o + (at * ow + x0 + lo) * es, bytes(in) + (r * w + x0) * es, (x1 - x0) * es);
+  }
+}
+
 Error pad(Args args, const char* op, size_t count, Pad mode) {
   Tensor *in, *out;
   Span<const int64_t> p;
@@ -190,6 +218,10 @@ Error pad(Args args, const char* op, size_t count, Pad mode) {
     int64_t one[1] = {1};
     Tensor cell(in->scalar_type(), 1, one, one, fill);
     store<double>(cell, 0, value);
+    if (in->dim() > 0) {
+      constant_pad_rows(*in, *out, before, fill);
+      return Error::Ok;
+    }
   }
   gather_elements(
       *in, *out,
@@ -406,19 +438,33 @@ Error index_select(KernelRuntimeContext&, Args args) {
   for (int d = 0; d < self->dim(); ++d) {
     KCHECK(out->size(d) == (d == dim ? idx->numel() : self->size(d)), "%s: output size mismatch at dim %d", op, d);
   }
-  Error err = Error::Ok;
-  gather_elements(
-      *self, *out,
-      [&](const int64_t* c, int64_t* s) {
-        for (int d = 0; d < self->dim(); ++d) s[d] = c[d];
-        if (self->dim() > 0 && index_value(*idx, c[dim], self->size(static_cast<int>(dim)), op, &s[dim]) != Error::Ok) {
-          err = Error::InvalidArgument;
-          s[dim] = 0;
-        }
-        return true;
-      },
-      nullptr);
-  return err;
+  if (self->dim() == 0) {  // a 0-D self: each index 0 (or -1) names its one element
+    const size_t es = self->element_size();
+    for (int64_t j = 0; j < idx->numel(); ++j) {
+      int64_t row;
+      ET_TRY(index_value(*idx, j, 1, op, &row));
+      std::memcpy(mutable_bytes(*out) + j * es, bytes(*self), es);
+    }
+    return Error::Ok;
+  }
+  // Every index checked once, then whole slices copied: for each position before `dim`, the rows
+  // the index names, each `inner` elements.
+  const int64_t n = self->size(static_cast<int>(dim)), count = idx->numel();
+  int64_t outer = 1, inner = 1;
+  for (int d = 0; d < self->dim(); ++d) {
+    if (d < dim) outer *= self->size(d);
+    if (d > dim) inner *= self->size(d);
+  }
+  std::vector<int64_t> rows(static_cast<size_t>(count));
+  for (int64_t j = 0; j < count; ++j) ET_TRY(index_value(*idx, j, n, op, &rows[static_cast<size_t>(j)]));
+  const size_t block = static_cast<size_t>(inner) * self->element_size();
+  for (int64_t o = 0; o < outer; ++o) {
+    for (int64_t j = 0; j < count; ++j) {
+      std::memcpy(mutable_bytes(*out) + (o * count + j) * block,
+                  bytes(*self) + (o * n + rows[static_cast<size_t>(j)]) * block, block);
+    }
+  }
+  return Error::Ok;
 }
 
 // gather(self, dim, index, sparse_grad): out[..i..] = self[.. index[..i..] ..] along dim.

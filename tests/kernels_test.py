@@ -250,3 +250,19 @@ def test_grouped_matrix_product() -> None:
     for bad in ([3, 2, 9, 11], [3, 3, 9, 14]):
         with pytest.raises(RuntimeError, match="non-decreasing and at most 13"):
             method.execute([x.numpy(), np.array(bad, dtype=np.int32)])
+
+
+def test_index_select_and_constant_padding_by_rows() -> None:
+    """index_select along each dimension (repeated indices; torch.roll's decomposition)
+    and constant padding (positive, negative and mixed, on every dimension) copy whole rows; the
+    values are torch's."""
+    torch.manual_seed(0)
+    x = r(3, 4, 5)
+    idx = torch.tensor([2, 0, 3, 2])
+    run(Fn(lambda a, i: (a.index_select(0, i[:2]), a.index_select(1, i), a.index_select(2, i),
+                         torch.roll(a, (1, -2), (1, 2)))), (x, idx))
+    run(Fn(lambda a: (F.pad(a, (1, 2, 0, 1, 2, 0), value=-1.5), F.pad(a, (-1, 2, 1, -2)), F.pad(a, (0, 0, -3, 0)),
+                      F.pad(a[0, 0], (3, 1)))), (x,))
+    method = Runtime.get().load_program(export(Fn(lambda a, i: a.index_select(1, i)), (x, idx))).load_method()
+    with pytest.raises(RuntimeError, match="index 4 is out of range for a dimension of 4"):
+        method.execute([x.numpy(), np.array([0, 4, 1, 1])])
