@@ -448,12 +448,15 @@ Error gelu(KernelRuntimeContext&, Args args) {
       return T(0.5) * x * (1 + std::tanh(T(0.7978845608028654) * (x + T(0.044715) * x * x * x)));
     });
   }
-  return unary(args, op, 3, [](auto x) {
-    using T = decltype(x);
-    return T(0.5) * x *
-           (1 + (std::is_same<T, float>::value ? fast_erf(x * T(0.7071067811865476))
-                                               : std::erf(x * T(0.7071067811865476))));
-  });
+  return unary(
+      args, op, 3,
+      [](auto x) {
+        using T = decltype(x);
+        return T(0.5) * x *
+               (1 + (std::is_same<T, float>::value ? fast_erf(x * T(0.7071067811865476))
+                                                   : std::erf(x * T(0.7071067811865476))));
+      },
+      gelu_erf);
 }
 
 // out[i] = convert(in[i]) over every element, From and To the storage types of the two dtypes.

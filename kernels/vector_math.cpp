@@ -82,6 +82,23 @@ void silu(const float* x, float* out, int64_t n) {
 }
 
 EXECUTORCH_VECTOR_CLONES
+void gelu_erf(const float* x, float* out, int64_t n) {
+  for (int64_t i = 0; i < n; i += 8) {
+    v8f v;
+    load(x + i, n - i, 0.f, v);
+    const v8f z = v * 0.7071067811865476f;
+    const v8f az = z < 0.f ? -z : z;
+    const v8f t = 1.f / (1.f + 0.3275911f * az);
+    const v8f poly =
+        t * (0.254829592f + t * (-0.284496736f + t * (1.421413741f + t * (-1.453152027f + t * 1.061405429f))));
+    v8f e = -az * az;
+    exp8(e);
+    const v8f y = 1.f - poly * e;
+    store(out + i, 0.5f * v * (1.f + (z < 0.f ? -y : y)), n - i);
+  }
+}
+
+EXECUTORCH_VECTOR_CLONES
 void logistic(const float* x, float* out, int64_t n) {
   for (int64_t i = 0; i < n; i += 8) {
     v8f e;
