@@ -32,18 +32,37 @@ Error squeeze(KernelRuntimeContext&, Args args) { return same_data(args, "aten::
 Error alias(KernelRuntimeContext&, Args args) { return same_data(args, "aten::alias", 2); }
 
 // Copies `in` into `out` where out[idx] = in[sum_d idx[d] * in_strides[d]] (strides in elements).
+// The output's dimensions with sizes of 1 dropped and neighbours merged where the input steps
+// through them as one (the output is contiguous): a permute of [1, 4, 8, 49, 1, 32] that moves the
+// ones copies rows of 32 elements, not single elements; one that keeps the order is one row.
+// Returns the number of dimensions left in sizes/strides.
+int coalesce(const Tensor& out, const int64_t* in_strides, int64_t* sizes, int64_t* strides) {
+  int n = 0;
+  for (int d = 0; d < out.dim(); ++d) {
+    if (out.size(d) == 1) continue;
+    if (n > 0 && strides[n - 1] == in_strides[d] * out.size(d)) {
+      sizes[n - 1] *= out.size(d);
+      strides[n - 1] = in_strides[d];
+      continue;
+    }
+    sizes[n] = out.size(d), strides[n] = in_strides[d], ++n;
+  }
+  return n;
+}
+
 template <typename T>
 void strided_copy_as(const Tensor& in, const Tensor& out, const int64_t* in_strides, int64_t in_offset) {
   const T* src = static_cast<const T*>(in.const_data_ptr());
   T* dst = static_cast<T*>(out.mutable_data_ptr());
-  const int dim = out.dim();
-  const int64_t inner = dim == 0 ? 1 : out.size(dim - 1);
+  int64_t sizes[runtime::kTensorDimensionLimit], strides[runtime::kTensorDimensionLimit];
+  const int dim = coalesce(out, in_strides, sizes, strides);
+  const int64_t inner = dim == 0 ? 1 : sizes[dim - 1];
   const int64_t rows = inner == 0 ? 0 : out.numel() / inner;
-  const int64_t step = dim == 0 ? 0 : in_strides[dim - 1];
+  const int64_t step = dim == 0 ? 1 : strides[dim - 1];
   auto copy_rows = [&](int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r) {
       int64_t off = in_offset, rem = r;
-      for (int d = dim - 2; d >= 0; --d) off += (rem % out.size(d)) * in_strides[d], rem /= out.size(d);
+      for (int d = dim - 2; d >= 0; --d) off += (rem % sizes[d]) * strides[d], rem /= sizes[d];
       T* o = dst + r * inner;
       const T* i = src + off;
       if (step == 1) {
