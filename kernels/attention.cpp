@@ -167,16 +167,22 @@ Error scaled_dot_product_attention(KernelRuntimeContext&, Args args) {
       for (int64_t q_row = 0; q_row < rows; ++q_row) {
         float* row = sc + q_row * width;
         const int64_t mask_row = head_row[static_cast<size_t>(bh)] + (i0 + q_row) * mask_strides[r - 2];
-        float mx = kHidden;
-        for (int64_t j = lo; j < hi; ++j) {
-          float& x = row[j - lo];
-          if (j < span[q_row].first || j >= span[q_row].second || (mask && hidden(mask_row, j))) {
-            x = kHidden;
-          } else if (added_mask) {
-            x += added_mask[mask_row + j * mask_strides[r - 1]];
-          }
-          mx = std::max(mx, x);
+        // Keys outside the query's span are hidden; inside it the mask hides (bool) or adds (float).
+        // Each loop runs over one array without branches, so the compiler vectorizes it.
+        const int64_t first = std::clamp(span[q_row].first, lo, hi) - lo;
+        const int64_t last = std::max(std::clamp(span[q_row].second, lo, hi) - lo, first);
+        std::fill(row, row + first, kHidden);
+        std::fill(row + last, row + width, kHidden);
+        const int64_t step = mask_strides[r - 1];
+        if (bool_mask) {
+          const bool* m = bool_mask + mask_row + lo * step;
+          for (int64_t j = first; j < last; ++j) row[j] = m[j * step] ? row[j] : kHidden;
+        } else if (added_mask) {
+          const float* m = added_mask + mask_row + lo * step;
+          for (int64_t j = first; j < last; ++j) row[j] = m[j * step] == kHidden ? kHidden : row[j] + m[j * step];
         }
+        float mx = kHidden;
+        for (int64_t j = first; j < last; ++j) mx = std::max(mx, row[j]);
         if (mx == kHidden) {  // this query sees no key: its weights, and so its output, are zero
           std::fill(row, row + width, 0.f);
           inverse[q_row] = 0.f;
