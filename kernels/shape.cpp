@@ -31,7 +31,6 @@ Error squeeze_dim(KernelRuntimeContext&, Args args) { return same_data(args, "at
 Error squeeze(KernelRuntimeContext&, Args args) { return same_data(args, "aten::squeeze", 2); }
 Error alias(KernelRuntimeContext&, Args args) { return same_data(args, "aten::alias", 2); }
 
-// Copies `in` into `out` where out[idx] = in[sum_d idx[d] * in_strides[d]] (strides in elements).
 // The output's dimensions with sizes of 1 dropped and neighbours merged where the input steps
 // through them as one (the output is contiguous): a permute of [1, 4, 8, 49, 1, 32] that moves the
 // ones copies rows of 32 elements, not single elements; one that keeps the order is one row.
@@ -50,6 +49,7 @@ int coalesce(const Tensor& out, const int64_t* in_strides, int64_t* sizes, int64
   return n;
 }
 
+// Copies `in` into `out` where out[idx] = in[sum_d idx[d] * in_strides[d]] (strides in elements).
 template <typename T>
 void strided_copy_as(const Tensor& in, const Tensor& out, const int64_t* in_strides, int64_t in_offset) {
   const T* src = static_cast<const T*>(in.const_data_ptr());
