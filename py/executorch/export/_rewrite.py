@@ -316,9 +316,9 @@ def _batched_attention(graph: torch.fx.Graph) -> None:
     for n in list(graph.nodes):
         if n.op != "call_function" or n.target != aten.scaled_dot_product_attention.default:
             continue
-        shapes = [_shape(t) for t in n.args[:3]]
+        shapes = [s for s in (_shape(t) for t in n.args[:3]) if s is not None and len(s) > 4]
         mask = n.args[3] if len(n.args) > 3 else n.kwargs.get("attn_mask")
-        if any(s is None or len(s) <= 4 for s in shapes) or mask is not None:
+        if len(shapes) != 3 or mask is not None:
             continue
         lead = shapes[0][:-3]
         if any(s[:-3] != lead for s in shapes) or not all(isinstance(d, int) for s in shapes for d in s):
