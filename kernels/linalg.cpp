@@ -82,8 +82,6 @@ Error addmm(KernelRuntimeContext&, Args args) {
   return Error::Ok;
 }
 
-// The float32 bias (or none) and output of a quantized linear layer with n output features: the
-// output shaped like the input with its last dimension n.
 // executorch::grouped_mm(x [S, K], weight [E, K, N], offsets [E]) (mixture-of-experts layers): rows
 // [offsets[e - 1], offsets[e]) of x times weight[e], one product per group; rows from offsets[E - 1]
 // on are zero. Offsets are int32 or int64, non-decreasing, at most S.
@@ -116,6 +114,8 @@ Error grouped_mm(KernelRuntimeContext&, Args args) {
   return Error::Ok;
 }
 
+// The float32 bias (or none) and output of a quantized linear layer with n output features: the
+// output shaped like the input with its last dimension n.
 Error check_linear_output(const Tensor& x, const Tensor* bias, const Tensor& out, int64_t n, const char* op) {
   if (bias) {
     ET_TRY(check_dtype(*bias, ScalarType::Float, op, "bias"));
@@ -251,10 +251,6 @@ void int8_rows(const float* x, int64_t rows, const int8_t* w, const float* scale
   }
 }
 
-// y[r * n + j] = x[r] . (w[j] - 8) * scales (+ bias[j]) for int4 weight rows j in [j0, j1) as stored
-// (value + 8, two to a byte, the low nibble first; a scale per group of `group` columns, a multiple
-// of 8): each group's dot product with the stored nibbles (four bytes shifted apart into eight
-// lanes), corrected by 8 * the group's sum of x (xsum, per row and group), then scaled.
 // v = the eight 4-bit values packed in `word` (column 2i in byte i's low nibble, 2i + 1 in its high
 // one), each still offset by 8. Inlined into each caller, whose target sets the instructions.
 __attribute__((always_inline)) inline void int4_nibbles(uint32_t word, v8f& v) {
@@ -263,6 +259,10 @@ __attribute__((always_inline)) inline void int4_nibbles(uint32_t word, v8f& v) {
   v = __builtin_convertvector(reinterpret_cast<const v8i&>(bits) & 0x0F, v8f);
 }
 
+// y[r * n + j] = x[r] . (w[j] - 8) * scales (+ bias[j]) for int4 weight rows j in [j0, j1) as stored
+// (value + 8, two to a byte, the low nibble first; a scale per group of `group` columns, a multiple
+// of 8): each group's dot product with the stored nibbles (four bytes shifted apart into eight
+// lanes), corrected by 8 * the group's sum of x (xsum, per row and group), then scaled.
 EXECUTORCH_VECTOR_CLONES
 void int4_rows(const float* x, int64_t rows, const uint8_t* w, const float* scales, const float* xsum,
                const float* bias, int64_t n, int64_t k, int64_t group, int64_t j0, int64_t j1, float* y) {
